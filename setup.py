@@ -1,0 +1,34 @@
+"""localnmt: every published way of making Transformer attention local, as a fairseq plugin."""
+
+from setuptools import find_packages, setup
+
+# The one place where the fairseq build is chosen (see README, "Why this fairseq build").
+# fairseq==0.12.2 does not import on Python 3.11; ve-fairseq 0.12.3 is a cp311 binary wheel of
+# upstream fairseq (2024-10) with the Python 3.11 dataclass patch. Swap for
+# "fairseq-fixed==0.12.3.1" (a source build with the same patch, about 5 min to install) here.
+FAIRSEQ_REQUIREMENT = "ve-fairseq==0.12.3"
+
+setup(
+    name="localnmt",
+    version="0.1.0",
+    description="Local attention for fairseq NMT: Localness, GMM cross-attention, CSAN, local heads",
+    packages=find_packages(include=["localnmt", "localnmt.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "torch>=2.0",
+        FAIRSEQ_REQUIREMENT,
+        "sacrebleu>=2.3",
+        "sentencepiece>=0.1.99",
+        "subword-nmt>=0.3.8",
+        "sacremoses>=0.0.53",
+        "jieba>=0.42",
+        "matplotlib>=3.7",
+        "numpy",
+    ],
+    extras_require={"dev": ["pytest>=7", "ruff>=0.4"]},
+    entry_points={
+        "console_scripts": [
+            "localnmt-path=localnmt.paths:main",
+        ]
+    },
+)

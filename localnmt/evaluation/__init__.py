@@ -1,0 +1,1 @@
+"""Training recipes, checkpoint averaging, BLEU evaluation and the table-reproduction driver."""

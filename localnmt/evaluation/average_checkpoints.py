@@ -1,0 +1,112 @@
+"""Average the parameters of the last N fairseq checkpoints (by epoch or by update).
+
+Our own version of fairseq's ``scripts/average_checkpoints.py`` (not shipped in the wheels)::
+
+    python -m localnmt.evaluation.average_checkpoints --inputs CKPT_DIR \
+        --num-epoch-checkpoints 5 --output CKPT_DIR/checkpoint_avg5.pt
+    python -m localnmt.evaluation.average_checkpoints --inputs CKPT_DIR \
+        --num-update-checkpoints 5 --output avg.pt
+    python -m localnmt.evaluation.average_checkpoints --inputs a.pt b.pt --output avg.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+from pathlib import Path
+
+import torch
+
+EPOCH_PATTERN = re.compile(r"^checkpoint(\d+)\.pt$")
+UPDATE_PATTERN = re.compile(r"^checkpoint_\d+_(\d+)\.pt$")
+
+
+def last_n_checkpoints(
+    directory: Path, n: int, by_update: bool = False, upper_bound: int | None = None
+) -> list[Path]:
+    """The ``n`` newest epoch (``checkpointE.pt``) or update (``checkpoint_E_U.pt``) files."""
+    pattern = UPDATE_PATTERN if by_update else EPOCH_PATTERN
+    found: list[tuple[int, Path]] = []
+    for path in Path(directory).iterdir():
+        match = pattern.match(path.name)
+        if match and (upper_bound is None or int(match.group(1)) <= upper_bound):
+            found.append((int(match.group(1)), path))
+    if len(found) < n:
+        kind = "update" if by_update else "epoch"
+        raise ValueError(f"found {len(found)} {kind} checkpoints in {directory}, need {n}")
+    return [path for _, path in sorted(found, reverse=True)[:n]]
+
+
+def average_checkpoints(paths: list[Path]) -> dict:
+    """Return the newest (first) checkpoint's state with ``model`` replaced by the mean.
+
+    Half-precision tensors are averaged in float32; integer buffers use floor division,
+    as in fairseq's script. All checkpoints must have the same parameter names.
+    """
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    new_state: dict | None = None
+    sums: collections.OrderedDict[str, torch.Tensor] = collections.OrderedDict()
+    keys: list[str] | None = None
+    for path in paths:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if new_state is None:
+            new_state = state
+        params = state["model"]
+        if keys is None:
+            keys = list(params.keys())
+        elif keys != list(params.keys()):
+            raise KeyError(f"{path} has different parameters than {paths[0]}")
+        for key in keys:
+            value = params[key]
+            if value.dtype in (torch.float16, torch.bfloat16):
+                value = value.float()
+            sums[key] = value.clone() if key not in sums else sums[key] + value
+    averaged: collections.OrderedDict[str, torch.Tensor] = collections.OrderedDict()
+    for key, total in sums.items():
+        if total.is_floating_point():
+            averaged[key] = total / len(paths)
+        else:
+            averaged[key] = total // len(paths)
+    assert new_state is not None
+    new_state["model"] = averaged
+    return new_state
+
+
+def main(argv: list[str] | None = None) -> None:
+    """CLI compatible with fairseq's scripts/average_checkpoints.py."""
+    parser = argparse.ArgumentParser(description="Average fairseq checkpoints.")
+    parser.add_argument(
+        "--inputs",
+        nargs="+",
+        required=True,
+        help="checkpoint files, or one directory with --num-*-checkpoints",
+    )
+    parser.add_argument("--output", required=True)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--num-epoch-checkpoints", type=int)
+    group.add_argument("--num-update-checkpoints", type=int)
+    parser.add_argument("--checkpoint-upper-bound", type=int)
+    args = parser.parse_args(argv)
+    n = args.num_epoch_checkpoints or args.num_update_checkpoints
+    if n:
+        if len(args.inputs) != 1:
+            raise SystemExit("--num-*-checkpoints needs exactly one input directory")
+        paths = last_n_checkpoints(
+            Path(args.inputs[0]),
+            n,
+            by_update=bool(args.num_update_checkpoints),
+            upper_bound=args.checkpoint_upper_bound,
+        )
+    else:
+        paths = [Path(p) for p in args.inputs]
+    print("averaging:", " ".join(str(p) for p in paths))
+    state = average_checkpoints(paths)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    torch.save(state, args.output)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

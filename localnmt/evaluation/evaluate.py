@@ -1,0 +1,223 @@
+"""Translate a test set with a checkpoint and score it the ways the papers did.
+
+fairseq-generate (beam) -> hypotheses in order -> BPE removal -> Moses detokenisation
+(CJK spaces removed for Chinese) -> SacreBLEU with signature, tokenized BLEU (multi-bleu
+style, German compound splitting), BLEU by source-length bucket, and against a baseline:
+paired bootstrap significance and n-gram precision gaps. Writes ``hyp.txt``, ``ref.txt``
+and ``scores.json`` in the output directory::
+
+    python -m localnmt.evaluation.evaluate --data-bin BIN --checkpoint ckpt.pt --out DIR \
+        [--ref raw/test.de] [--src raw/test.en] [--baseline-hyp base/hyp.txt] [--user-dir D]
+    python -m localnmt.evaluation.evaluate --hyp hyp.txt --ref ref.txt --target-lang de --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from localnmt.evaluation.breakdown import bleu_by_length, ngram_precision_gaps, parse_edges
+from localnmt.evaluation.generate import (
+    count_lines,
+    generate_command,
+    infer_langs,
+    ordered,
+    parse_generate,
+    run_generate,
+)
+from localnmt.evaluation.metrics import sacrebleu_metric, sacrebleu_score, tokenized_bleu
+from localnmt.evaluation.postprocess import CJK_LANGS, postprocess
+from localnmt.evaluation.significance import paired_bootstrap
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a text file without their newlines."""
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def write_lines(path: Path, lines: Sequence[str]) -> None:
+    """Write one line per item."""
+    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def score(
+    hyps: Sequence[str],
+    refs: Sequence[str],
+    lang: str,
+    *,
+    sources: Sequence[str] | None = None,
+    baseline_hyps: Sequence[str] | None = None,
+    edges: Sequence[int] = (20, 40),
+    bootstrap_samples: int = 1000,
+    seed: int = 12345,
+) -> dict:
+    """All scores of detokenised hypotheses against raw references, as a JSON-able dict."""
+    result: dict = {
+        "sentences": len(hyps),
+        "sacrebleu": sacrebleu_score(hyps, refs, lang).to_dict(),
+        "tokenized_bleu": tokenized_bleu(hyps, refs, lang).to_dict(),
+    }
+    metric = sacrebleu_metric(lang)
+    if sources is not None:
+        length = (lambda s: len(s.replace(" ", ""))) if lang in CJK_LANGS else None
+        kwargs = {"length": length} if length else {}
+        buckets = bleu_by_length(sources, hyps, refs, edges, metric=metric, **kwargs)
+        result["length_buckets"] = [b.to_dict() for b in buckets]
+    if baseline_hyps is not None:
+        test = paired_bootstrap(baseline_hyps, hyps, refs, metric, bootstrap_samples, seed)
+        result["bootstrap"] = test.to_dict()
+        result["ngram_precision_gaps"] = ngram_precision_gaps(baseline_hyps, hyps, refs, metric)
+    return result
+
+
+def translate(
+    data_bin: Path,
+    checkpoint: Path,
+    out_dir: Path,
+    *,
+    subset: str = "test",
+    bpe: str = "subword_nmt",
+    detok: str = "moses",
+    beam: int = 4,
+    lenpen: float = 0.6,
+    user_dir: str | None = None,
+    extra: list[str] | None = None,
+) -> dict[str, list[str]]:
+    """Generate and post-process; returns ``hyp``, ``ref_gen`` and ``src_gen`` line lists."""
+    src, tgt = infer_langs(data_bin, subset)
+    cmd = generate_command(
+        data_bin,
+        checkpoint,
+        subset=subset,
+        beam=beam,
+        lenpen=lenpen,
+        user_dir=user_dir,
+        source_lang=src,
+        target_lang=tgt,
+        extra=extra,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gen_out = out_dir / "generate.out"
+    run_generate(cmd, gen_out, out_dir / "generate.log")
+    text = gen_out.read_text(encoding="utf-8")
+    n = count_lines(data_bin, subset, src, tgt)
+    return {
+        "hyp": [postprocess(h, tgt, bpe, detok) for h in ordered(parse_generate(text, "H"), n)],
+        "ref_gen": [postprocess(t, tgt, bpe, detok) for t in ordered(parse_generate(text, "T"), n)],
+        "src_gen": [postprocess(s, src, bpe, detok) for s in ordered(parse_generate(text, "S"), n)],
+    }
+
+
+def evaluate_checkpoint(
+    data_bin: Path,
+    checkpoint: Path,
+    out_dir: Path,
+    *,
+    ref: Path | None = None,
+    src: Path | None = None,
+    baseline_hyp: Path | None = None,
+    **kwargs,
+) -> dict:
+    """Translate, score and write ``hyp.txt``, ``ref.txt`` and ``scores.json``."""
+    scoring = {k: kwargs.pop(k) for k in ("edges", "bootstrap_samples", "seed") if k in kwargs}
+    out = translate(Path(data_bin), Path(checkpoint), Path(out_dir), **kwargs)
+    _, tgt = infer_langs(Path(data_bin), kwargs.get("subset", "test"))
+    refs = read_lines(ref) if ref else out["ref_gen"]
+    sources = read_lines(src) if src else out["src_gen"]
+    baseline = read_lines(baseline_hyp) if baseline_hyp else None
+    result = score(out["hyp"], refs, tgt, sources=sources, baseline_hyps=baseline, **scoring)
+    result.update(
+        checkpoint=str(checkpoint),
+        target_lang=tgt,
+        references=str(ref) if ref else "fairseq T- lines (post-processed)",
+    )
+    write_lines(Path(out_dir) / "hyp.txt", out["hyp"])
+    write_lines(Path(out_dir) / "ref.txt", refs)
+    (Path(out_dir) / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    return result
+
+
+def summary(result: dict) -> str:
+    """Human-readable lines for a scores dict."""
+    lines = [
+        f"SacreBLEU {result['sacrebleu']['score']:.2f}  ({result['sacrebleu']['signature']})",
+        f"tokenized BLEU {result['tokenized_bleu']['score']:.2f}",
+    ]
+    if "bootstrap" in result:
+        b = result["bootstrap"]
+        lines.append(f"vs baseline: {b['delta']:+.2f} BLEU, p={b['p_value']:.3f} {b['marker']}")
+        gaps = ", ".join(f"{g:+.2f}" for g in result["ngram_precision_gaps"])
+        lines.append(f"n-gram precision gaps (1..4): {gaps}")
+    for b in result.get("length_buckets", []):
+        bleu = "-" if b["bleu"] is None else f"{b['bleu']:.2f}"
+        lines.append(f"  source length {b['label']}: {b['sentences']} sentences, BLEU {bleu}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """CLI: evaluate a checkpoint, or score an existing hypothesis file with ``--hyp``."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--data-bin", type=Path)
+    p.add_argument("--checkpoint", type=Path)
+    p.add_argument("--hyp", type=Path, help="score this detokenised file instead of generating")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--ref", type=Path, help="raw references (default: fairseq T- lines)")
+    p.add_argument("--src", type=Path, help="raw sources, for length buckets")
+    p.add_argument("--target-lang", help="with --hyp")
+    p.add_argument("--baseline-hyp", type=Path)
+    p.add_argument("--subset", default="test")
+    p.add_argument("--bpe", default="subword_nmt", choices=["subword_nmt", "sentencepiece", "none"])
+    p.add_argument("--detok", default="moses", choices=["moses", "none"])
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--lenpen", type=float, default=0.6)
+    p.add_argument("--user-dir")
+    p.add_argument("--length-buckets", default="20,40", help="bucket edges")
+    p.add_argument("--bootstrap-samples", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=12345)
+    args, extra = p.parse_known_args(argv)
+    scoring = {
+        "edges": parse_edges(args.length_buckets),
+        "bootstrap_samples": args.bootstrap_samples,
+        "seed": args.seed,
+    }
+    if args.hyp:
+        if not (args.ref and args.target_lang):
+            p.error("--hyp needs --ref and --target-lang")
+        baseline = read_lines(args.baseline_hyp) if args.baseline_hyp else None
+        sources = read_lines(args.src) if args.src else None
+        result = score(
+            read_lines(args.hyp),
+            read_lines(args.ref),
+            args.target_lang,
+            sources=sources,
+            baseline_hyps=baseline,
+            **scoring,
+        )
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        if not (args.data_bin and args.checkpoint):
+            p.error("give --data-bin and --checkpoint, or --hyp")
+        result = evaluate_checkpoint(
+            args.data_bin,
+            args.checkpoint,
+            args.out,
+            ref=args.ref,
+            src=args.src,
+            baseline_hyp=args.baseline_hyp,
+            subset=args.subset,
+            bpe=args.bpe,
+            detok=args.detok,
+            beam=args.beam,
+            lenpen=args.lenpen,
+            user_dir=args.user_dir,
+            extra=extra,
+            **scoring,
+        )
+    print(summary(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Run fairseq-generate (beam search) and read its hypotheses back in test-set order."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+_LINE = re.compile(r"^([HTS])-(\d+)\t")
+
+
+def infer_langs(data_bin: Path, subset: str = "test") -> tuple[str, str]:
+    """Source and target language from ``<subset>.<src>-<tgt>.<src>.idx`` in a data-bin."""
+    for idx in sorted(Path(data_bin).glob(f"{subset}.*-*.*.idx")):
+        pair, lang = idx.name.split(".")[1:3]
+        src, tgt = pair.split("-")
+        if lang in (src, tgt):
+            return src, tgt
+    raise FileNotFoundError(f"no {subset}.<src>-<tgt>.*.idx in {data_bin}")
+
+
+def count_lines(data_bin: Path, subset: str, src: str, tgt: str) -> int:
+    """Number of sentences of a binarised subset (from the .idx header)."""
+    from fairseq.data import data_utils
+
+    dataset = data_utils.load_indexed_dataset(str(Path(data_bin) / f"{subset}.{src}-{tgt}.{src}"))
+    return len(dataset)
+
+
+def generate_command(
+    data_bin: Path,
+    checkpoint: Path,
+    *,
+    subset: str = "test",
+    beam: int = 4,
+    lenpen: float = 0.6,
+    max_tokens: int = 8000,
+    user_dir: str | None = None,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+    cpu: bool | None = None,
+    extra: list[str] | None = None,
+) -> list[str]:
+    """fairseq-generate command (through our entry point that fixes checkpoint loading).
+
+    ``--required-batch-size-multiple 1``: ve-fairseq 0.12.3 otherwise drops the last partial
+    batch (up to 7 sentences of the test set).
+    """
+    if cpu is None:
+        import torch
+
+        cpu = not torch.cuda.is_available()
+    cmd = [
+        sys.executable,
+        "-m",
+        "localnmt.evaluation.fairseq_entry",
+        "generate",
+        str(data_bin),
+        "--path",
+        str(checkpoint),
+        "--gen-subset",
+        subset,
+        "--beam",
+        str(beam),
+        "--lenpen",
+        str(lenpen),
+        "--max-tokens",
+        str(max_tokens),
+        "--required-batch-size-multiple",
+        "1",
+        "--num-workers",
+        "0",
+    ]
+    if user_dir:
+        cmd += ["--user-dir", user_dir]
+    if source_lang and target_lang:
+        cmd += ["--source-lang", source_lang, "--target-lang", target_lang]
+    if cpu:
+        cmd += ["--cpu"]
+    return cmd + list(extra or [])
+
+
+def run_generate(cmd: list[str], output: Path, log: Path | None = None) -> None:
+    """Run a generate command, writing its stdout to ``output`` (stderr to ``log``)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "w") as out, open(log or output.with_suffix(".log"), "w") as err:
+        subprocess.run(cmd, stdout=out, stderr=err, check=True)
+
+
+def parse_generate(text: str, kind: str = "H") -> dict[int, str]:
+    """Map sentence id -> text of the first ``H`` (hypothesis), ``T`` or ``S`` line per id."""
+    found: dict[int, str] = {}
+    for line in text.splitlines():
+        match = _LINE.match(line)
+        if not match or match.group(1) != kind:
+            continue
+        fields = line.split("\t")
+        sent_id = int(match.group(2))
+        value = fields[2] if kind == "H" and len(fields) > 2 else fields[1] if kind != "H" else ""
+        found.setdefault(sent_id, value)
+    return found
+
+
+def ordered(found: dict[int, str], expected: int | None = None) -> list[str]:
+    """Values in id order; checks that ids are exactly 0..expected-1."""
+    n = expected if expected is not None else len(found)
+    missing = [i for i in range(n) if i not in found]
+    if missing or len(found) != n:
+        raise ValueError(
+            f"generate output has {len(found)} sentences, expected {n} "
+            f"(missing ids: {missing[:10]})"
+        )
+    return [found[i] for i in range(n)]

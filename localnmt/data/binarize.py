@@ -1,0 +1,48 @@
+"""Binarisation with ``fairseq-preprocess`` (run as a subprocess of this interpreter)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from localnmt.data.steps import DataError, atomic_path
+
+
+def binarize(
+    train: Path,
+    valid: Path,
+    tests: list[Path],
+    dest: Path,
+    src: str,
+    tgt: str,
+    *,
+    joined_dictionary: bool = True,
+    workers: int = 1,
+    log=print,
+) -> None:
+    """``fairseq-preprocess`` of the ``<prefix>.{src,tgt}`` files of train, valid and tests.
+
+    Several test prefixes become fairseq's ``test``, ``test1``, ... subsets. Written to a
+    temporary directory and renamed onto ``dest`` only when fairseq succeeded.
+    """
+    testpref = ",".join(str(t) for t in tests)
+    with atomic_path(dest) as tmp:
+        cmd = [
+            sys.executable, "-m", "fairseq_cli.preprocess",
+            "--source-lang", src, "--target-lang", tgt,
+            "--trainpref", str(train),
+            "--validpref", str(valid),
+            "--testpref", testpref,
+            "--destdir", str(tmp),
+            "--workers", str(max(1, workers)),
+            "--thresholdsrc", "0", "--thresholdtgt", "0",
+        ]  # fmt: skip
+        if joined_dictionary:
+            cmd.append("--joined-dictionary")
+        log("  $ fairseq-preprocess " + " ".join(cmd[3:]))
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-15:])
+            raise DataError(f"fairseq-preprocess failed (exit {res.returncode}):\n{tail}")
+        (Path(tmp) / "preprocess.stdout.log").write_text(res.stdout + res.stderr, encoding="utf-8")

@@ -1,0 +1,97 @@
+"""Sentence-level tokenisation: Moses (sacremoses) for European languages, jieba for Chinese."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import re
+from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
+from itertools import islice
+from pathlib import Path
+
+from localnmt.data.steps import atomic_open
+from localnmt.data.validate import iter_lines_checked
+
+_WS = re.compile(r"\s+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b\ufeff]")
+
+
+@lru_cache(maxsize=8)
+def _moses(lang: str):
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    return MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
+
+
+@lru_cache(maxsize=1)
+def _jieba():
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+def tokenize_moses(text: str, lang: str) -> str:
+    """Moses punctuation normalisation + tokenisation (aggressive dash split, no escaping).
+
+    No XML escaping (``&apos;`` etc.): fairseq does not need it, and detokenised output stays
+    plain text for sacrebleu.
+    """
+    norm, tok = _moses(lang)
+    text = _CONTROL.sub("", norm.normalize(text))
+    return tok.tokenize(text, aggressive_dash_splits=True, escape=False, return_str=True).strip()
+
+
+def tokenize_zh(text: str) -> str:
+    """jieba segmentation (default dictionary, HMM on), tokens joined by single spaces."""
+    text = _WS.sub(" ", _CONTROL.sub("", text)).strip()
+    return " ".join(t for t in _jieba().lcut(text) if t.strip())
+
+
+def tokenizer_for(lang: str) -> Callable[[str], str]:
+    """The tokeniser of a language code (``zh*`` → jieba, anything else → Moses)."""
+    if lang.startswith("zh"):
+        return tokenize_zh
+    return lambda s: tokenize_moses(s, lang)
+
+
+def _tok_chunk(args: tuple[str, list[str]]) -> list[str]:
+    lang, lines = args
+    fn = tokenizer_for(lang)
+    return [fn(line) for line in lines]
+
+
+def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    it = iter(lines)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def map_lines(
+    fn: Callable[[tuple[str, list[str]]], list[str]],
+    key: str,
+    lines: Iterable[str],
+    workers: int,
+    chunk: int = 2000,
+) -> Iterator[str]:
+    """Apply a chunk function over lines, in order, with ``workers`` processes."""
+    jobs = ((key, c) for c in _chunks(lines, chunk))
+    if workers <= 1:
+        for job in jobs:
+            yield from fn(job)
+        return
+    with mp.get_context("fork").Pool(workers) as pool:
+        for out in pool.imap(fn, jobs):
+            yield from out
+
+
+def tokenize_file(inp: Path, out: Path, lang: str, workers: int = 1) -> int:
+    """Tokenise a (validated) text file line by line into ``out`` atomically."""
+    n = 0
+    with atomic_open(out) as f:
+        for line in map_lines(_tok_chunk, lang, iter_lines_checked(inp), workers):
+            f.write(line + "\n")
+            n += 1
+    return n

@@ -1,0 +1,58 @@
+"""Input validation before long work: presence, gzip integrity, UTF-8, aligned line counts."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from localnmt.data.steps import DataError
+
+
+def iter_lines_checked(path: Path) -> Iterator[str]:
+    """Yield decoded lines (without newline) of a plain or .gz file, raising DataError on
+    a missing file, a truncated/corrupt gzip or invalid UTF-8 (with the line number)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"missing input file: {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, start=1):  # noqa: B007
+                try:
+                    yield raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as e:
+                    raise DataError(
+                        f"{path}:{lineno}: invalid UTF-8 (byte {e.start} of the line: "
+                        f"{raw[max(0, e.start - 10) : e.start + 10]!r})"
+                    ) from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise DataError(
+            f"{path}: truncated or corrupt gzip after line {lineno} ({e}); download it again"
+        ) from None
+
+
+def count_lines_checked(path: Path) -> int:
+    """Number of lines, after full validation of the file."""
+    n = 0
+    for _ in iter_lines_checked(path):
+        n += 1
+    return n
+
+
+def validate_parallel(src: Path, tgt: Path) -> int:
+    """Validate both sides of a parallel corpus; return the common line count."""
+    for p in (src, tgt):
+        if not Path(p).is_file():
+            raise DataError(f"missing input file: {p}")
+    n_src, n_tgt = count_lines_checked(src), count_lines_checked(tgt)
+    if n_src != n_tgt:
+        raise DataError(
+            f"line counts differ: {src} has {n_src} lines, {tgt} has {n_tgt} "
+            f"(first unmatched line: {min(n_src, n_tgt) + 1})"
+        )
+    if n_src == 0:
+        raise DataError(f"empty corpus: {src}")
+    return n_src

@@ -1,0 +1,26 @@
+"""The attention pipeline and its modifiers (one module per method)."""
+
+from localnmt.attention.context import AttentionContext, AttentionSite, BandMask, QuadraticBias
+from localnmt.attention.modifier import (
+    AttentionModifier,
+    SpecError,
+    get_modifier,
+    modifier_names,
+    option,
+    register_modifier,
+)
+from localnmt.attention.pipeline import LocalAttention
+
+__all__ = [
+    "AttentionContext",
+    "AttentionModifier",
+    "AttentionSite",
+    "BandMask",
+    "LocalAttention",
+    "QuadraticBias",
+    "SpecError",
+    "get_modifier",
+    "modifier_names",
+    "option",
+    "register_modifier",
+]

@@ -1,0 +1,145 @@
+"""What one attention call knows, and the structured pieces modifiers hand back to it.
+
+Every tensor here is in the pipeline's layout: ``(batch, heads, time, dim)`` for q/k/v and
+``(batch, heads, query_time, key_time)`` for logits. Positions count from the first real
+token of each sentence, whatever the padding side (DESIGN.md, "Padding side").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+#: Finite fill for disallowed logits: large enough that ``exp`` underflows to exactly 0 in
+#: float32, finite so that a row with no allowed key gives a uniform row instead of NaN.
+MASK_VALUE = -1e30
+
+SITES = ("encoder_self", "decoder_self", "cross")
+
+
+@dataclass(frozen=True)
+class AttentionSite:
+    """Where an attention module sits in the model (fixed at construction)."""
+
+    kind: str  # one of SITES
+    layer: int  # 0-based layer index
+    num_layers: int
+    embed_dim: int
+    num_heads: int
+    max_positions: int = 1024
+
+    @property
+    def head_dim(self) -> int:
+        return self.embed_dim // self.num_heads
+
+    @property
+    def causal(self) -> bool:
+        return self.kind == "decoder_self"
+
+
+@dataclass
+class QuadraticBias:
+    """A logit bias ``a·j² + b·j`` per query row, over key positions ``j`` (Yang et al. 2018 eq. 5
+    expanded: −(j−P)²/(2σ²) = a·j² + b·j + const; the constant cancels in softmax).
+
+    ``a`` and ``b`` have shape ``(batch, heads, query_time)``, float32. Kernels may fold it into
+    two extra query/key dimensions instead of materialising it.
+    """
+
+    a: Tensor
+    b: Tensor
+
+    def dense(self, ctx: AttentionContext) -> Tensor:
+        j = ctx.key_positions[:, None, None, :]  # (B, 1, 1, Tk)
+        return self.a.unsqueeze(-1) * j * j + self.b.unsqueeze(-1) * j
+
+
+@dataclass
+class BandMask:
+    """Allow key ``j`` for query ``i`` iff ``-left <= pos(j) - pos(i) <= right`` (positions in
+    real-token space). ``left`` / ``right`` are ints or per-head int tensors of shape ``(heads,)``.
+    Kernels may use an O(T·w) layout instead of a T×T mask."""
+
+    left: int | Tensor
+    right: int | Tensor
+
+    def dense(self, ctx: AttentionContext) -> Tensor:
+        rel = ctx.key_positions[:, None, None, :] - ctx.query_positions[:, None, :, None]
+        left = _as_head_tensor(self.left, ctx)
+        right = _as_head_tensor(self.right, ctx)
+        return (rel >= -left) & (rel <= right)  # (B, H|1, Tq, Tk)
+
+
+def _as_head_tensor(value: int | Tensor, ctx: AttentionContext) -> Tensor:
+    if isinstance(value, Tensor):
+        return value.to(ctx.key_positions.device, torch.float32).view(1, -1, 1, 1)
+    return torch.tensor(float(value), device=ctx.key_positions.device)
+
+
+@dataclass
+class AttentionContext:
+    """Inputs and derived facts of one attention call, shared by all its modifiers.
+
+    Attributes:
+        site: where the module sits.
+        query_input: the layer input the queries come from, ``(Tq, B, C)``.
+        q, k, v: projected, head-split tensors ``(B, H, T, d)``; ``q`` is already scaled by
+            ``1/sqrt(d)``. Modifiers of the ``transform`` stage may replace them.
+        key_padding_mask: ``(B, Tk)`` bool, True at padding, or None.
+        key_positions: ``(B, Tk)`` float32, index of each key counted from the first real key.
+        query_positions: ``(B, Tq)`` float32, index of each query in its own sequence.
+        key_lengths: ``(B, Tq)`` float32, number of real keys each query may see: I in encoder
+            self-attention, the visible prefix in decoder self-attention, J in cross-attention.
+        state: the incremental buffer of this module (or None): modifiers keep per-hypothesis
+            tensors here under their own keys, batch first; the pipeline reorders them in beam
+            search.
+        record: when not None, modifiers add their intermediate values here (analyses).
+    """
+
+    site: AttentionSite
+    query_input: Tensor
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    key_padding_mask: Tensor | None
+    key_positions: Tensor
+    query_positions: Tensor
+    key_lengths: Tensor
+    state: dict[str, Any] | None = None
+    record: dict[str, Tensor] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def batch_size(self) -> int:
+        return self.q.size(0)
+
+    @property
+    def num_heads(self) -> int:
+        return self.q.size(1)
+
+    @property
+    def incremental(self) -> bool:
+        return self.state is not None
+
+    def log(self, name: str, value: Tensor) -> None:
+        """Keep ``value`` for analyses when this call is recorded (a no-op otherwise)."""
+        if self.record is not None:
+            self.record[name] = value.detach()
+
+
+def key_positions_from_padding(
+    key_padding_mask: Tensor | None, batch: int, length: int, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """Positions counted from the first real token, and real lengths, from a padding mask.
+
+    Returns ``(positions (B, T) float32, lengths (B,) float32)``; padded slots get position 0.
+    """
+    if key_padding_mask is None:
+        pos = torch.arange(length, device=device, dtype=torch.float32).expand(batch, length)
+        return pos, torch.full((batch,), float(length), device=device)
+    real = ~key_padding_mask.bool()
+    pos = (real.cumsum(dim=1) - 1).clamp(min=0).to(torch.float32)
+    return pos, real.sum(dim=1).to(torch.float32)

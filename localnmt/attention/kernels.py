@@ -1,0 +1,172 @@
+"""How an attention problem is computed: the dense reference, and faster kernels.
+
+The pipeline turns the modifiers' outputs into an :class:`AttentionProblem`. When the caller
+needs the probabilities (weights, post-softmax modifiers, analyses) it runs
+:func:`dense_attention`, the reference. Otherwise :func:`fast_attention` tries the registered
+kernels in priority order and takes the first that accepts the problem; fused SDPA with a
+materialised mask is the last resort before the reference. Every kernel must give the same
+numbers as the reference (tests/test_kernels*.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from localnmt.attention.context import MASK_VALUE, AttentionContext, BandMask, QuadraticBias
+
+
+@dataclass
+class AttentionProblem:
+    """Everything needed to compute ``softmax(q·kᵀ + bias, allowed) · v``.
+
+    ``q`` is pre-scaled; all tensors are ``(B, H, T, d)``. The allowed set is the
+    intersection of: real keys (``key_padding_mask``), the causal triangle (``causal``, in
+    index space), ``allowed`` (a dense bool tensor) and each band of ``bands``.
+    """
+
+    ctx: AttentionContext
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    key_padding_mask: Tensor | None = None
+    causal: bool = False
+    allowed: Tensor | None = None
+    bands: list[BandMask] = field(default_factory=list)
+    dense_bias: Tensor | None = None
+    quadratic: list[QuadraticBias] = field(default_factory=list)
+    dropout_p: float = 0.0
+
+    @property
+    def has_bias(self) -> bool:
+        return self.dense_bias is not None or bool(self.quadratic)
+
+    def total_bias(self) -> Tensor | None:
+        """All biases as one float32 tensor broadcastable to ``(B, H, Tq, Tk)``."""
+        bias = self.dense_bias
+        for quad in self.quadratic:
+            dense = quad.dense(self.ctx)
+            bias = dense if bias is None else bias + dense
+        return bias
+
+    def dense_allowed(self) -> Tensor | None:
+        """All restrictions as one bool tensor broadcastable to ``(B, H, Tq, Tk)``, or None."""
+        allowed = None
+        tq, tk = self.q.size(2), self.k.size(2)
+        if self.key_padding_mask is not None:
+            allowed = ~self.key_padding_mask.bool()[:, None, None, :]
+        if self.causal:
+            tri = torch.ones(tq, tk, dtype=torch.bool, device=self.q.device).tril(tk - tq)
+            allowed = tri if allowed is None else allowed & tri
+        for extra in [self.allowed, *(band.dense(self.ctx) for band in self.bands)]:
+            if extra is not None:
+                allowed = extra if allowed is None else allowed & extra
+        return allowed
+
+
+def guard_empty_rows(allowed: Tensor) -> Tensor:
+    """Rows with no allowed key (padded queries in a window of pads) allow every key, so the
+    row is uniform instead of NaN; such rows are padding and are never read."""
+    return allowed | ~allowed.any(dim=-1, keepdim=True)
+
+
+def dense_logits(problem: AttentionProblem) -> Tensor:
+    """Float32 logits with biases added and disallowed keys filled with a finite large negative."""
+    logits = torch.matmul(problem.q, problem.k.transpose(-1, -2)).float()
+    bias = problem.total_bias()
+    if bias is not None:
+        logits = logits + bias
+    allowed = problem.dense_allowed()
+    if allowed is not None:
+        logits = logits.masked_fill(~allowed, MASK_VALUE)
+    return logits
+
+
+def dense_attention(
+    problem: AttentionProblem,
+    post: Callable[[Tensor], Tensor] | None = None,
+    dropout: Callable[[Tensor], Tensor] | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The reference path. Returns ``(out (B,H,Tq,d), probs float32, logits float32)``;
+    ``probs`` is after ``post`` and before dropout; ``out`` uses the dropped-out probs."""
+    logits = dense_logits(problem)
+    probs = torch.softmax(logits, dim=-1)
+    if post is not None:
+        probs = post(probs)
+    used = probs.type_as(problem.v)
+    if dropout is not None:
+        used = dropout(used)
+    return torch.matmul(used, problem.v), probs, logits
+
+
+Kernel = Callable[[AttentionProblem], Tensor | None]
+_KERNELS: list[tuple[int, str, Kernel]] = []
+
+
+def register_kernel(name: str, priority: int) -> Callable[[Kernel], Kernel]:
+    """Decorator: add a kernel; higher priority is tried first. A kernel returns None to
+    decline a problem it cannot compute exactly."""
+
+    def wrap(fn: Kernel) -> Kernel:
+        _KERNELS[:] = [entry for entry in _KERNELS if entry[1] != name]
+        _KERNELS.append((priority, name, fn))
+        _KERNELS.sort(key=lambda entry: -entry[0])
+        return fn
+
+    return wrap
+
+
+def kernel_names() -> list[str]:
+    return [name for _, name, _ in _KERNELS]
+
+
+#: Set to a kernel name to force it (tests, benchmarks); None = automatic choice.
+FORCE_KERNEL: str | None = None
+
+
+def fast_attention(problem: AttentionProblem) -> Tensor:
+    """Output ``(B, H, Tq, d)`` from the first kernel that accepts the problem."""
+    for _, name, kernel in _KERNELS:
+        if FORCE_KERNEL is not None and name != FORCE_KERNEL:
+            continue
+        out = kernel(problem)
+        if out is not None:
+            return out
+    if FORCE_KERNEL is not None:
+        raise RuntimeError(f"kernel '{FORCE_KERNEL}' declined the problem")
+    return dense_attention(problem)[0]
+
+
+@register_kernel("sdpa", priority=0)
+def sdpa_kernel(problem: AttentionProblem) -> Tensor | None:
+    """Fused ``scaled_dot_product_attention`` with a materialised mask (and bias in float32)."""
+    bias = None
+    if problem.has_bias:
+        if problem.q.dtype != torch.float32:
+            return None  # keep the bias in float32: the reference path does
+        bias = problem.total_bias()
+    only_causal = (
+        problem.causal
+        and problem.key_padding_mask is None
+        and problem.allowed is None
+        and not problem.bands
+        and problem.q.size(2) == problem.k.size(2)
+    )
+    if only_causal and bias is None:
+        return F.scaled_dot_product_attention(
+            problem.q, problem.k, problem.v, dropout_p=problem.dropout_p, is_causal=True, scale=1.0
+        )
+    allowed = problem.dense_allowed()
+    if allowed is not None:
+        allowed = guard_empty_rows(allowed)
+    if bias is not None:
+        mask = bias if allowed is None else bias.masked_fill(~allowed, MASK_VALUE)
+    else:
+        mask = allowed
+    return F.scaled_dot_product_attention(
+        problem.q, problem.k, problem.v, attn_mask=mask, dropout_p=problem.dropout_p, scale=1.0
+    )

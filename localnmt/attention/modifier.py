@@ -1,0 +1,207 @@
+"""The modifier interface: one small module per method, plugged into one pipeline stage.
+
+Stages, in the order :class:`~localnmt.attention.pipeline.LocalAttention` runs them::
+
+    transform(ctx)            change q / k / v (tied projections, 2D key expansion)
+    bias(ctx)                 additive float32 logit bias: a Tensor or a QuadraticBias
+    restrict(ctx)             allowed keys before softmax: a bool Tensor or a BandMask
+    post(ctx, probs)          change the float32 probabilities after softmax
+    value_term(ctx, probs)    a term added to probs @ v (relative value embeddings)
+
+A modifier implements only the stages it needs; the pipeline asks ``uses(stage)``. The
+``heads`` option (1-based, from the spec) limits a modifier to some heads: the pipeline leaves
+the other heads untouched. Options are declared as a dataclass and parsed from spec strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from localnmt.attention.context import AttentionContext, AttentionSite, BandMask, QuadraticBias
+
+STAGES = ("transform", "bias", "restrict", "post", "value_term")
+
+
+class SpecError(ValueError):
+    """A bad attention spec or option; the message says what to fix."""
+
+
+@dataclasses.dataclass
+class NoOptions:
+    """For modifiers without options."""
+
+
+class AttentionModifier(nn.Module):
+    """Base class of every method. Subclasses set ``name``, ``Options`` and override stages."""
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type] = NoOptions
+    #: Sites the method applies to; ``validate`` rejects the others.
+    sites: ClassVar[tuple[str, ...]] = ("encoder_self", "decoder_self", "cross")
+
+    def __init__(self, options: Any, site: AttentionSite, heads: list[int] | None = None):
+        super().__init__()
+        self.options = options
+        self.site = site
+        self.heads = heads  # 0-based head indices, or None for all heads
+        if heads is not None:
+            sel = torch.zeros(site.num_heads, dtype=torch.bool)
+            sel[heads] = True
+            self.register_buffer("head_selection", sel, persistent=False)
+        else:
+            self.head_selection = None
+
+    # ---- configuration -------------------------------------------------------------------
+    @classmethod
+    def validate(cls, options: Any, site: AttentionSite) -> None:
+        """Raise :class:`SpecError` when the options cannot work at this site."""
+        if site.kind not in cls.sites:
+            raise SpecError(
+                f"method '{cls.name}' does not apply to {site.kind} attention "
+                f"(valid: {', '.join(cls.sites)})"
+            )
+
+    def setup(self, attention: nn.Module) -> None:
+        """Called once by the attention module after construction (e.g. to replace projections)."""
+
+    #: Key prefix of this modifier's entries in the incremental state (set by the pipeline).
+    state_prefix: str = ""
+
+    def get_state(self, ctx: AttentionContext, key: str) -> Tensor | None:
+        """This modifier's per-hypothesis tensor ``key`` from the incremental state (batch first)."""
+        return None if ctx.state is None else ctx.state.get(self.state_prefix + key)
+
+    def set_state(self, ctx: AttentionContext, key: str, value: Tensor) -> None:
+        """Keep a batch-first tensor for the next decoding step; beam search reorders it."""
+        if ctx.state is not None:
+            ctx.state[self.state_prefix + key] = value
+
+    def uses(self, stage: str) -> bool:
+        """Whether this modifier overrides ``stage``."""
+        return getattr(type(self), stage) is not getattr(AttentionModifier, stage)
+
+    # ---- stages (defaults do nothing) ---------------------------------------------------
+    def transform(self, ctx: AttentionContext) -> None:
+        """Change ``ctx.q`` / ``ctx.k`` / ``ctx.v`` (and positions) in place."""
+
+    def bias(self, ctx: AttentionContext) -> Tensor | QuadraticBias | None:
+        """Additive logit bias, float32, broadcastable to ``(B, H, Tq, Tk)``."""
+        return None
+
+    def restrict(self, ctx: AttentionContext) -> Tensor | BandMask | None:
+        """Allowed keys (True = keep), broadcastable to ``(B, H, Tq, Tk)``."""
+        return None
+
+    def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
+        """New probabilities ``(B, H, Tq, Tk)`` from the softmax output."""
+        return probs
+
+    def value_term(self, ctx: AttentionContext, probs: Tensor) -> Tensor | None:
+        """A ``(B, H, Tq, d)`` term added to ``probs @ v``."""
+        return None
+
+    def extra_repr(self) -> str:
+        heads = "" if self.heads is None else f", heads={[h + 1 for h in self.heads]}"
+        return f"{self.options}{heads}"
+
+
+_REGISTRY: dict[str, type[AttentionModifier]] = {}
+
+
+def register_modifier(
+    cls: type[AttentionModifier],
+) -> type[AttentionModifier]:
+    """Class decorator: make a modifier available by ``cls.name`` in specs."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} needs a name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"modifier '{cls.name}' registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def modifier_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_modifier(name: str) -> type[AttentionModifier]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise SpecError(
+            f"unknown attention method '{name}' (valid: {', '.join(modifier_names())})"
+        ) from None
+
+
+def _coerce(value: str, typ: Any, key: str, method: str) -> Any:
+    """Turn the string of a spec option into the declared field type."""
+    typ_name = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    typ_name = typ_name.replace(" ", "")
+    try:
+        if typ_name in ("bool",):
+            low = value.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if typ_name in ("int",):
+            return int(value)
+        if typ_name in ("float",):
+            return float(value)
+        if typ_name in ("int|None", "None|int", "Optional[int]"):
+            return None if value.lower() == "none" else int(value)
+        if typ_name in ("float|None", "None|float", "Optional[float]"):
+            return None if value.lower() == "none" else float(value)
+        return value
+    except ValueError:
+        raise SpecError(
+            f"option '{key}' of method '{method}' expects {typ_name}, got '{value}'"
+        ) from None
+
+
+def build_options(cls: type[AttentionModifier], raw: dict[str, str]) -> Any:
+    """Options dataclass of ``cls`` from string values, with choices checked."""
+    fields = {f.name: f for f in dataclasses.fields(cls.Options)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in fields:
+            valid = ", ".join(["layers", "heads", *fields]) or "layers, heads"
+            raise SpecError(f"unknown option '{key}' for method '{cls.name}' (valid: {valid})")
+        f = fields[key]
+        coerced = _coerce(value, f.type, key, cls.name)
+        choices = f.metadata.get("choices")
+        if choices is not None and coerced not in choices:
+            raise SpecError(
+                f"option '{key}' of method '{cls.name}' must be one of "
+                f"{', '.join(map(str, choices))}, got '{value}'"
+            )
+        values[key] = coerced
+    return cls.Options(**values)
+
+
+def option(default: Any, help: str = "", choices: tuple | None = None) -> Any:
+    """Declare an option field: ``window: str = option("query", choices=(...))``."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
+def apply_head_selection(
+    modifier: AttentionModifier, new: Tensor, neutral: Tensor | float | bool
+) -> Tensor:
+    """Keep ``new`` on the modifier's heads and ``neutral`` on the others (dim 1 = heads)."""
+    sel = modifier.head_selection
+    if sel is None:
+        return new
+    shape = [1] * new.dim()
+    shape[1] = -1
+    if new.size(1) == 1:
+        new = new.expand(-1, sel.numel(), *new.shape[2:])
+    return torch.where(sel.view(shape), new, neutral)
+
+
+ModifierFactory = Callable[[AttentionSite], list[AttentionModifier]]

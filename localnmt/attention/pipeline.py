@@ -1,0 +1,388 @@
+"""The one attention module of localnmt (DESIGN.md, "One pipeline, many small modifiers").
+
+``LocalAttention`` has fairseq's ``MultiheadAttention`` parameters (same names and shapes) and
+runs::
+
+    q, k, v = proj(x)            (+ incremental cache, static_kv for cross-attention)
+    transform                    modifiers may change q / k / v
+    logits = q·kᵀ/√d + bias      biases in float32
+    restrict                     padding, causal triangle, windows / masks
+    p = softmax(logits)          float32
+    p = post(p)                  post-softmax modifiers
+    out = out_proj(p·v + value_term)
+
+With no modifier it gives the numbers of fairseq's ``MultiheadAttention``. It owns its forward:
+fairseq's fused fast path would skip every modifier.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from fairseq.modules import MultiheadAttention
+from torch import Tensor, nn
+
+from localnmt.attention.context import (
+    AttentionContext,
+    AttentionSite,
+    BandMask,
+    QuadraticBias,
+    key_positions_from_padding,
+)
+from localnmt.attention.kernels import AttentionProblem, dense_attention, fast_attention
+from localnmt.attention.modifier import AttentionModifier, apply_head_selection
+
+IncrementalState = dict[str, dict[str, Tensor | None]]
+
+_BASE_BUFFER_KEYS = ("prev_key", "prev_value", "prev_key_padding_mask")
+
+
+class LocalAttention(MultiheadAttention):
+    """Multi-head attention run as a pipeline of modifiers (see module docstring)."""
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        site: AttentionSite,
+        modifiers: list[AttentionModifier] | None = None,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        self_attention: bool = False,
+        encoder_decoder_attention: bool = False,
+        q_noise: float = 0.0,
+        qn_block_size: int = 8,
+    ):
+        super().__init__(
+            embed_dim,
+            num_heads,
+            kdim=kdim,
+            vdim=vdim,
+            dropout=dropout,
+            bias=bias,
+            add_bias_kv=add_bias_kv,
+            add_zero_attn=add_zero_attn,
+            self_attention=self_attention,
+            encoder_decoder_attention=encoder_decoder_attention,
+            q_noise=q_noise,
+            qn_block_size=qn_block_size,
+        )
+        self.site = site
+        self.modifiers = nn.ModuleList(modifiers or [])
+        for index, modifier in enumerate(self.modifiers):
+            modifier.state_prefix = f"m{index}.{modifier.name}."
+            modifier.setup(self)
+        #: When True, each forward keeps a record of its intermediates in ``last_record``.
+        self.recording = False
+        self.last_record: dict[str, Tensor] | None = None
+
+    # ---- helpers --------------------------------------------------------------------------
+    def _uses(self, stage: str) -> list[AttentionModifier]:
+        return [m for m in self.modifiers if m.uses(stage)]
+
+    def _split_heads(self, x: Tensor, batch: int) -> Tensor:
+        """``(T, B, H·d)`` → ``(B, H, T, d)``."""
+        return x.contiguous().view(x.size(0), batch, self.num_heads, -1).permute(1, 2, 0, 3)
+
+    def _project(
+        self, query: Tensor, key: Tensor | None, value: Tensor | None
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        q = self.q_proj(query)
+        if self.self_attention:
+            return q, self.k_proj(query), self.v_proj(query)
+        if key is None:
+            assert value is None
+            return q, None, None
+        assert value is not None
+        return q, self.k_proj(key), self.v_proj(value)
+
+    # ---- forward --------------------------------------------------------------------------
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None,
+        value: Tensor | None,
+        key_padding_mask: Tensor | None = None,
+        incremental_state: IncrementalState | None = None,
+        need_weights: bool = True,
+        static_kv: bool = False,
+        attn_mask: Tensor | None = None,
+        before_softmax: bool = False,
+        need_head_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Input ``(T, B, C)``; returns ``(out (T, B, C), weights)`` with fairseq's shapes:
+        weights ``(B, Tq, Tk)`` averaged over heads, or ``(H, B, Tq, Tk)`` with
+        ``need_head_weights``."""
+        need_weights = need_weights or need_head_weights
+        tgt_len, bsz, embed_dim = query.size()
+        assert embed_dim == self.embed_dim, f"query dim {embed_dim} != {self.embed_dim}"
+
+        saved_state: dict[str, Any] | None = None
+        if incremental_state is not None:
+            saved_state = self._get_input_buffer(incremental_state)
+            if "prev_key" in saved_state and static_kv:
+                assert self.encoder_decoder_attention and not self.self_attention
+                key = value = None
+
+        q, k, v = self._project(query, key, value)
+        q = q * self.scaling
+        if self.bias_k is not None:
+            assert k is not None and v is not None
+            k, v, attn_mask, key_padding_mask = self._add_bias(
+                k, v, attn_mask, key_padding_mask, bsz
+            )
+        q = self._split_heads(q, bsz)
+        k = None if k is None else self._split_heads(k, bsz)
+        v = None if v is None else self._split_heads(v, bsz)
+
+        query_offset = None
+        if saved_state is not None:
+            k, v, key_padding_mask = self._update_cache(
+                saved_state, k, v, key_padding_mask, static_kv, bsz
+            )
+            if self.encoder_decoder_attention:
+                query_offset = saved_state.get("query_offset")
+                saved_state["query_offset"] = (
+                    torch.zeros(bsz, device=q.device) if query_offset is None else query_offset
+                ) + tgt_len
+            assert incremental_state is not None
+            self._set_input_buffer(incremental_state, saved_state)
+        assert k is not None and v is not None
+
+        if key_padding_mask is not None and key_padding_mask.dim() == 0:
+            key_padding_mask = None
+        if self.add_zero_attn:
+            k, v, key_padding_mask, attn_mask = self._zero_attn(k, v, key_padding_mask, attn_mask)
+
+        ctx = self._context(query, q, k, v, key_padding_mask, saved_state, query_offset)
+        for modifier in self._uses("transform"):
+            modifier.transform(ctx)
+        problem = self._problem(ctx, key_padding_mask, attn_mask)
+
+        if before_softmax:
+            from localnmt.attention.kernels import dense_logits
+
+            logits = dense_logits(problem)
+            return logits.view(-1, *logits.shape[2:]).type_as(query), ctx.v.reshape(
+                -1, *ctx.v.shape[2:]
+            )
+
+        post_mods = self._uses("post")
+        value_mods = self._uses("value_term")
+        needs_probs = need_weights or bool(post_mods) or bool(value_mods) or self.recording
+        probs: Tensor | None = None
+        if needs_probs:
+            out, probs, logits = dense_attention(
+                problem,
+                post=(lambda p: self._post(ctx, p, post_mods)) if post_mods else None,
+                dropout=self.dropout_module,
+            )
+            for modifier in value_mods:
+                term = modifier.value_term(ctx, self.dropout_module(probs.type_as(ctx.v)))
+                if term is not None:
+                    out = out + apply_head_selection(modifier, term, 0.0)
+            if self.recording:
+                ctx.log("logits", logits)
+                ctx.log("probs", probs)
+        else:
+            out = fast_attention(problem)
+        if self.recording:
+            self.last_record = ctx.record
+
+        out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
+        out = self.out_proj(out)
+        weights: Tensor | None = None
+        if need_weights and probs is not None:
+            weights = probs.transpose(0, 1)  # (H, B, Tq, Tk)
+            if not need_head_weights:
+                weights = weights.mean(dim=0)
+        return out, weights
+
+    def _update_cache(
+        self,
+        saved_state: dict[str, Any],
+        k: Tensor | None,
+        v: Tensor | None,
+        key_padding_mask: Tensor | None,
+        static_kv: bool,
+        bsz: int,
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Append the new keys/values to the cache (or reuse it for static_kv)."""
+        if "prev_key" in saved_state:
+            prev_key, prev_value = saved_state["prev_key"], saved_state["prev_value"]
+            if static_kv:
+                k, v = prev_key, prev_value
+            else:
+                assert k is not None and v is not None
+                k = torch.cat([prev_key, k], dim=2)
+                v = torch.cat([prev_value, v], dim=2)
+        assert k is not None and v is not None
+        key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
+            key_padding_mask=key_padding_mask,
+            prev_key_padding_mask=saved_state.get("prev_key_padding_mask"),
+            batch_size=bsz,
+            src_len=k.size(2),
+            static_kv=static_kv,
+        )
+        saved_state["prev_key"] = k
+        saved_state["prev_value"] = v
+        saved_state["prev_key_padding_mask"] = key_padding_mask
+        return k, v, key_padding_mask
+
+    def _zero_attn(
+        self, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, attn_mask: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        zeros = k.new_zeros(k.size(0), k.size(1), 1, k.size(3))
+        k, v = torch.cat([k, zeros], dim=2), torch.cat([v, zeros], dim=2)
+        if attn_mask is not None:
+            attn_mask = torch.cat([attn_mask, attn_mask.new_zeros(attn_mask.size(0), 1)], dim=1)
+        if key_padding_mask is not None:
+            pad = key_padding_mask.new_zeros(key_padding_mask.size(0), 1)
+            key_padding_mask = torch.cat([key_padding_mask, pad], dim=1)
+        return k, v, key_padding_mask, attn_mask
+
+    def _context(
+        self,
+        query: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding_mask: Tensor | None,
+        saved_state: dict[str, Any] | None,
+        query_offset: Tensor | None,
+    ) -> AttentionContext:
+        bsz, _, tq, _ = q.shape
+        tk = k.size(2)
+        key_pos, lengths = key_positions_from_padding(key_padding_mask, bsz, tk, q.device)
+        if self.self_attention:
+            query_pos = key_pos[:, tk - tq :]
+            if self.site.causal:
+                key_lengths = query_pos + 1.0
+            else:
+                key_lengths = lengths[:, None].expand(bsz, tq)
+        else:
+            steps = torch.arange(tq, device=q.device, dtype=torch.float32)
+            offset = 0.0 if query_offset is None else query_offset[:, None]
+            query_pos = (steps[None, :] + offset).expand(bsz, tq)
+            key_lengths = lengths[:, None].expand(bsz, tq)
+        return AttentionContext(
+            site=self.site,
+            query_input=query,
+            q=q,
+            k=k,
+            v=v,
+            key_padding_mask=key_padding_mask,
+            key_positions=key_pos,
+            query_positions=query_pos,
+            key_lengths=key_lengths,
+            state=saved_state,
+            record={} if self.recording else None,
+        )
+
+    def _problem(
+        self, ctx: AttentionContext, key_padding_mask: Tensor | None, attn_mask: Tensor | None
+    ) -> AttentionProblem:
+        problem = AttentionProblem(
+            ctx=ctx,
+            q=ctx.q,
+            k=ctx.k,
+            v=ctx.v,
+            key_padding_mask=None if key_padding_mask is None else key_padding_mask.bool(),
+            dropout_p=self.dropout_module.p if self._dropout_active() else 0.0,
+        )
+        if ctx.key_padding_mask is not key_padding_mask:  # a transform changed the key set
+            problem.key_padding_mask = ctx.key_padding_mask
+        self._add_attn_mask(problem, attn_mask)
+        for modifier in self._uses("bias"):
+            self._add_bias_term(problem, modifier, modifier.bias(ctx))
+        for modifier in self._uses("restrict"):
+            self._add_restriction(problem, modifier, modifier.restrict(ctx))
+        return problem
+
+    def _dropout_active(self) -> bool:
+        return self.training or self.dropout_module.apply_during_inference
+
+    def _add_attn_mask(self, problem: AttentionProblem, attn_mask: Tensor | None) -> None:
+        """fairseq's ``attn_mask`` (bool: True = blocked; float: additive, −inf = blocked)."""
+        if attn_mask is None:
+            return
+        if attn_mask.dtype == torch.bool or not attn_mask.is_floating_point():
+            blocked = attn_mask.bool()
+            additive = None
+        else:
+            blocked = torch.isneginf(attn_mask)
+            additive = attn_mask.float().masked_fill(blocked, 0.0)
+            if not additive.any():
+                additive = None
+        tq, tk = problem.q.size(2), problem.k.size(2)
+        causal = torch.ones(tq, tk, dtype=torch.bool, device=blocked.device).triu(tk - tq + 1)
+        if self.site.causal and blocked.shape == (tq, tk) and torch.equal(blocked, causal):
+            problem.causal = True
+        elif blocked.any():
+            problem.allowed = ~blocked
+        if additive is not None:
+            problem.dense_bias = additive
+
+    @staticmethod
+    def _add_bias_term(
+        problem: AttentionProblem, modifier: AttentionModifier, bias: Tensor | QuadraticBias | None
+    ) -> None:
+        if bias is None:
+            return
+        if isinstance(bias, QuadraticBias):
+            if modifier.head_selection is not None:
+                bias = QuadraticBias(
+                    apply_head_selection(modifier, bias.a, 0.0),
+                    apply_head_selection(modifier, bias.b, 0.0),
+                )
+            problem.quadratic.append(bias)
+            return
+        bias = apply_head_selection(modifier, bias.float(), 0.0)
+        problem.dense_bias = bias if problem.dense_bias is None else problem.dense_bias + bias
+
+    @staticmethod
+    def _add_restriction(
+        problem: AttentionProblem, modifier: AttentionModifier, allowed: Tensor | BandMask | None
+    ) -> None:
+        if allowed is None:
+            return
+        if isinstance(allowed, BandMask):
+            sel = modifier.head_selection
+            if sel is not None:
+                unlimited = torch.full_like(sel, 1 << 30, dtype=torch.long)
+                left = torch.as_tensor(allowed.left, device=sel.device).expand(sel.shape)
+                right = torch.as_tensor(allowed.right, device=sel.device).expand(sel.shape)
+                allowed = BandMask(
+                    torch.where(sel, left, unlimited), torch.where(sel, right, unlimited)
+                )
+            problem.bands.append(allowed)
+            return
+        allowed = apply_head_selection(modifier, allowed.bool(), True)
+        problem.allowed = allowed if problem.allowed is None else problem.allowed & allowed
+
+    @staticmethod
+    def _post(ctx: AttentionContext, probs: Tensor, modifiers: list[AttentionModifier]) -> Tensor:
+        for modifier in modifiers:
+            probs = apply_head_selection(modifier, modifier.post(ctx, probs), probs)
+        return probs
+
+    # ---- incremental state ------------------------------------------------------------------
+    @torch.jit.unused
+    def reorder_incremental_state(
+        self, incremental_state: IncrementalState, new_order: Tensor
+    ) -> IncrementalState:
+        """Reorder every cached tensor by hypothesis, modifiers' state included (fairseq's own
+        version skips cross-attention buffers whose batch size already matches)."""
+        input_buffer = self._get_input_buffer(incremental_state)
+        if input_buffer:
+            for name, value in list(input_buffer.items()):
+                if value is not None:
+                    input_buffer[name] = value.index_select(0, new_order)
+            incremental_state = self._set_input_buffer(incremental_state, input_buffer)
+        return incremental_state

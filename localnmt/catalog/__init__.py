@@ -1,0 +1,74 @@
+"""The catalog: every named configuration of the papers, as runnable rows.
+
+Each paper has one module in this package with a ``ROWS`` list of :class:`CatalogRow`; they
+are collected here in module order. ``python -m localnmt.catalog`` prints them (``--json``
+for scripts). A row is an architecture plus extra command-line arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from dataclasses import asdict, dataclass, field
+
+PAPERS = ("vaswani2017", "yang2018", "zhang2021", "yang2019", "pande2021", "shaw2018")
+
+
+@dataclass(frozen=True)
+class CatalogRow:
+    """One row of a paper's table (or one point of a figure)."""
+
+    paper: str  # one of PAPERS
+    table: str  # "Table 2", "Figure 4"
+    row: str  # the row label as printed in the paper
+    size: str  # "base" or "big"
+    arch: str
+    args: tuple[str, ...] = ()
+    #: parameter count the paper prints for this row (None when it prints none)
+    paper_params: float | None = None
+    note: str = ""
+    name: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if self.paper not in PAPERS:
+            raise ValueError(f"unknown paper '{self.paper}' (valid: {', '.join(PAPERS)})")
+        if self.size not in ("base", "big"):
+            raise ValueError(f"size must be base or big, got '{self.size}'")
+        if not self.name:
+            object.__setattr__(self, "name", make_name(self.paper, self.table, self.row, self.size))
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["args"] = list(self.args)
+        return out
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def make_name(paper: str, table: str, row: str, size: str) -> str:
+    return f"{paper}/{slug(table)}/{slug(row)}/{size}"
+
+
+def all_rows() -> list[CatalogRow]:
+    """Every row of every paper module of this package, in a stable order."""
+    rows: list[CatalogRow] = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        rows.extend(getattr(module, "ROWS", []))
+    names = [r.name for r in rows]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"duplicate catalog names: {', '.join(dupes)}")
+    return rows
+
+
+def get_row(name: str) -> CatalogRow:
+    for row in all_rows():
+        if row.name == name:
+            return row
+    raise KeyError(f"no catalog row named '{name}'")

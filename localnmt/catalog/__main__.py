@@ -1,0 +1,79 @@
+"""``python -m localnmt.catalog [--json] [--paper P] [--table T] [--no-params]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from localnmt.catalog import all_rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localnmt.catalog", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print a JSON list")
+    parser.add_argument("--paper", help="only rows of this paper (e.g. yang2018)")
+    parser.add_argument("--table", help="only rows of this table (e.g. 'Table 2')")
+    parser.add_argument("--no-params", action="store_true", help="skip parameter counts")
+    parser.add_argument("--markdown", action="store_true", help="a markdown table (README)")
+    args = parser.parse_args(argv)
+
+    rows = [
+        r
+        for r in all_rows()
+        if (args.paper is None or r.paper == args.paper)
+        and (args.table is None or r.table.lower() == args.table.lower())
+    ]
+    counts: dict[str, int | None] = {}
+    if not args.no_params:
+        from localnmt.catalog.params import count_parameters
+
+        for r in rows:
+            counts[r.name] = count_parameters(r.arch, r.args)
+    if args.json:
+        out = []
+        for r in rows:
+            item = r.to_json()
+            item["params"] = counts.get(r.name)
+            out.append(item)
+        json.dump(out, sys.stdout, indent=1)
+        print()
+        return 0
+    print(render_table(rows, counts, markdown=args.markdown))
+    return 0
+
+
+def render_table(rows, counts, markdown: bool = False) -> str:
+    header = ["paper", "table", "row", "size", "arch", "args", "#params", "paper #params"]
+    lines = []
+    for r in rows:
+        n = counts.get(r.name)
+        lines.append(
+            [
+                r.paper,
+                r.table,
+                r.row,
+                r.size,
+                r.arch,
+                " ".join(r.args),
+                "" if n is None else f"{n / 1e6:.2f}M",
+                "" if r.paper_params is None else f"{r.paper_params:g}M",
+            ]
+        )
+    if markdown:
+        out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in line) + " |" for line in lines]
+        return "\n".join(out)
+    widths = [
+        max(len(h), *(len(line[i]) for line in lines)) if lines else len(h)
+        for i, h in enumerate(header)
+    ]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(
+        [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+        + [fmt.format(*line) for line in lines]
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,232 @@
+"""The Transformer of localnmt: fairseq's Transformer whose every attention is a
+:class:`~localnmt.attention.pipeline.LocalAttention` built from a per-site spec.
+
+Three flags, one per attention site, take a spec (grammar in :mod:`localnmt.attention.spec`)::
+
+    --encoder-attn-modifiers   encoder self-attention
+    --decoder-attn-modifiers   decoder self-attention
+    --cross-attn-modifiers     encoder-decoder (cross) attention
+
+With no spec the model is fairseq's ``transformer`` (same parameter names, same numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from typing import Any
+
+from fairseq.distributed import fsdp_wrap
+from fairseq.models import register_model
+from fairseq.models.transformer import TransformerConfig, TransformerModel
+from fairseq.models.transformer.transformer_decoder import TransformerDecoderBase
+from fairseq.models.transformer.transformer_encoder import TransformerEncoderBase
+from fairseq.models.transformer.transformer_legacy import base_architecture
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
+
+from localnmt.attention.context import AttentionSite
+from localnmt.attention.modifier import SpecError, modifier_names
+from localnmt.attention.pipeline import LocalAttention
+from localnmt.attention.spec import ModifierSpec, build_modifiers, check_spec, parse_spec
+from localnmt.models import extensions
+
+SPEC_FLAGS = {
+    "encoder_self": "encoder_attn_modifiers",
+    "decoder_self": "decoder_attn_modifiers",
+    "cross": "cross_attn_modifiers",
+}
+
+
+def _spec_type(text: str) -> str:
+    """argparse ``type=``: reject a bad spec at parse time, with what to fix."""
+    try:
+        parse_spec(text)
+    except SpecError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def site_specs(cfg: Any, kind: str) -> list[ModifierSpec]:
+    return parse_spec(getattr(cfg, SPEC_FLAGS[kind], None))
+
+
+def _size(cfg: Any, side: str, name: str) -> int:
+    """``cfg.encoder.layers`` (TransformerConfig) or ``cfg.encoder_layers`` (argparse)."""
+    sub = getattr(cfg, side, None)
+    if sub is not None and not isinstance(sub, str) and hasattr(sub, name):
+        return int(getattr(sub, name))
+    return int(getattr(cfg, f"{side}_{name}"))
+
+
+def check_model_specs(cfg: Any) -> None:
+    """All three specs against the model's layer and head counts."""
+    enc = tuple(_size(cfg, "encoder", n) for n in ("layers", "attention_heads", "embed_dim"))
+    dec = tuple(_size(cfg, "decoder", n) for n in ("layers", "attention_heads", "embed_dim"))
+    sizes = {"encoder_self": enc, "decoder_self": dec, "cross": dec}
+    for kind, (layers, heads, dim) in sizes.items():
+        if dim % heads:
+            raise SpecError(
+                f"{kind} attention: embedding dim {dim} is not divisible by {heads} heads"
+            )
+        check_spec(site_specs(cfg, kind), kind, layers, heads)
+        for layer in range(layers):
+            site = _site(cfg, kind, layer)
+            build_modifiers(site_specs(cfg, kind), site)  # validates options at this site
+
+
+def _site(cfg: Any, kind: str, layer: int) -> AttentionSite:
+    side = "encoder" if kind == "encoder_self" else "decoder"
+    positions = "max_source_positions" if side == "encoder" else "max_target_positions"
+    return AttentionSite(
+        kind,
+        layer,
+        num_layers=_size(cfg, side, "layers"),
+        embed_dim=_size(cfg, side, "embed_dim"),
+        num_heads=_size(cfg, side, "attention_heads"),
+        max_positions=int(getattr(cfg, positions, None) or 1024),
+    )
+
+
+def _wrap(layer: Any, cfg: Any, side: str, index: int) -> Any:
+    """fairseq's activation checkpointing and FSDP wrapping, plus our layer extensions."""
+    layer = extensions.wrap_layer(layer, cfg, side, index)
+    if cfg.checkpoint_activations:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    min_params = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
+    return fsdp_wrap(layer, min_num_params=min_params)
+
+
+class LocalEncoderLayer(TransformerEncoderLayerBase):
+    """fairseq's encoder layer with a pipeline self-attention."""
+
+    def __init__(self, cfg: Any, layer_index: int, return_fc: bool = False):
+        self.layer_index = layer_index
+        super().__init__(cfg, return_fc=return_fc)
+
+    def build_self_attention(self, embed_dim: int, cfg: Any) -> LocalAttention:
+        site = _site(cfg, "encoder_self", self.layer_index)
+        return LocalAttention(
+            embed_dim,
+            cfg.encoder.attention_heads,
+            site=site,
+            modifiers=build_modifiers(site_specs(cfg, "encoder_self"), site),
+            dropout=cfg.attention_dropout,
+            self_attention=True,
+            q_noise=self.quant_noise,
+            qn_block_size=self.quant_noise_block_size,
+        )
+
+
+class LocalDecoderLayer(TransformerDecoderLayerBase):
+    """fairseq's decoder layer with pipeline self- and cross-attention."""
+
+    def __init__(self, cfg: Any, layer_index: int, no_encoder_attn: bool = False):
+        self.layer_index = layer_index
+        super().__init__(cfg, no_encoder_attn=no_encoder_attn)
+
+    def build_self_attention(
+        self, embed_dim: int, cfg: Any, add_bias_kv: bool = False, add_zero_attn: bool = False
+    ) -> LocalAttention:
+        site = _site(cfg, "decoder_self", self.layer_index)
+        return LocalAttention(
+            embed_dim,
+            cfg.decoder.attention_heads,
+            site=site,
+            modifiers=build_modifiers(site_specs(cfg, "decoder_self"), site),
+            dropout=cfg.attention_dropout,
+            add_bias_kv=add_bias_kv,
+            add_zero_attn=add_zero_attn,
+            self_attention=not cfg.cross_self_attention,
+            q_noise=self.quant_noise,
+            qn_block_size=self.quant_noise_block_size,
+        )
+
+    def build_encoder_attention(self, embed_dim: int, cfg: Any) -> LocalAttention:
+        site = _site(cfg, "cross", self.layer_index)
+        return LocalAttention(
+            embed_dim,
+            cfg.decoder.attention_heads,
+            site=site,
+            modifiers=build_modifiers(site_specs(cfg, "cross"), site),
+            kdim=cfg.encoder.embed_dim,
+            vdim=cfg.encoder.embed_dim,
+            dropout=cfg.attention_dropout,
+            encoder_decoder_attention=True,
+            q_noise=self.quant_noise,
+            qn_block_size=self.quant_noise_block_size,
+        )
+
+
+class LocalTransformerEncoder(TransformerEncoderBase):
+    def __init__(self, cfg: Any, dictionary: Any, embed_tokens: Any, return_fc: bool = False):
+        self._layer_counter = itertools.count()
+        super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
+
+    def build_encoder_layer(self, cfg: Any) -> Any:
+        index = next(self._layer_counter)
+        layer = LocalEncoderLayer(cfg, index, return_fc=self.return_fc)
+        return _wrap(layer, cfg, "encoder", index)
+
+
+class LocalTransformerDecoder(TransformerDecoderBase):
+    def __init__(self, cfg: Any, dictionary: Any, embed_tokens: Any, **kwargs: Any):
+        self._layer_counter = itertools.count()
+        super().__init__(cfg, dictionary, embed_tokens, **kwargs)
+
+    def build_decoder_layer(self, cfg: Any, no_encoder_attn: bool = False) -> Any:
+        index = next(self._layer_counter)
+        layer = LocalDecoderLayer(cfg, index, no_encoder_attn=no_encoder_attn)
+        return _wrap(layer, cfg, "decoder", index)
+
+
+@register_model("localnmt_transformer")
+class LocalTransformerModel(TransformerModel):
+    """fairseq's Transformer (argparse flavour) with per-site attention specs."""
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        super().add_args(parser)
+        methods = ", ".join(modifier_names())
+        for kind, dest in SPEC_FLAGS.items():
+            parser.add_argument(
+                "--" + dest.replace("_", "-"),
+                type=_spec_type,
+                metavar="SPEC",
+                help=f"attention methods for {kind.replace('_', ' ')} attention, e.g. "
+                f"'method[layers=1-3,heads=1-4,key=value] + method2' (methods: {methods})",
+            )
+        extensions.add_extension_args(parser)
+
+    @classmethod
+    def build_model(cls, args: Any, task: Any) -> LocalTransformerModel:
+        base_architecture(args)
+        for dest in SPEC_FLAGS.values():
+            if not hasattr(args, dest):
+                setattr(args, dest, None)
+        try:
+            check_model_specs(args)
+        except SpecError as err:
+            prog = "fairseq"
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        model = super().build_model(args, task)
+        extensions.run_build_hooks(model, args)
+        return model
+
+    @classmethod
+    def build_encoder(cls, cfg: Any, src_dict: Any, embed_tokens: Any) -> Any:
+        return LocalTransformerEncoder(
+            TransformerConfig.from_namespace(cfg), src_dict, embed_tokens
+        )
+
+    @classmethod
+    def build_decoder(cls, cfg: Any, tgt_dict: Any, embed_tokens: Any) -> Any:
+        cfg = TransformerConfig.from_namespace(cfg)
+        return LocalTransformerDecoder(
+            cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
+        )

@@ -73,7 +73,7 @@ class AttentionModifier(nn.Module):
     state_prefix: str = ""
 
     def get_state(self, ctx: AttentionContext, key: str) -> Tensor | None:
-        """This modifier's per-hypothesis tensor ``key`` from the incremental state (batch first)."""
+        """This modifier's per-hypothesis tensor ``key`` from the incremental state."""
         return None if ctx.state is None else ctx.state.get(self.state_prefix + key)
 
     def set_state(self, ctx: AttentionContext, key: str, value: Tensor) -> None:

@@ -13,7 +13,10 @@ from fairseq.models.transformer.transformer_legacy import (
     transformer_vaswani_wmt_en_de_big,
 )
 
+from localnmt.models.transformer import LocalTransformerModel  # noqa: E402  (registers the model)
+
 MODEL = "localnmt_transformer"
+assert LocalTransformerModel is not None
 
 
 def default_specs(

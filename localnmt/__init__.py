@@ -13,4 +13,4 @@ if hasattr(torch.serialization, "add_safe_globals"):
     torch.serialization.add_safe_globals([argparse.Namespace])
 
 from localnmt import models  # noqa: E402,F401
-from localnmt.attention import methods  # noqa: E402,F401  (registration side effects)
+from localnmt.attention import fast, methods  # noqa: E402,F401  (registration side effects)

@@ -1,0 +1,23 @@
+"""Shared test settings: one thread (2-core machines, several workers), quiet fairseq."""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+import localnmt  # noqa: E402,F401  (registers models and methods)
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """A binarised synthetic parallel corpus (see localnmt.testing.make_tiny_corpus)."""
+    from localnmt import testing
+
+    root = tmp_path_factory.mktemp("tiny")
+    raw = testing.make_tiny_corpus(root / "raw")
+    return testing.preprocess(raw, root / "bin")

@@ -178,8 +178,8 @@ def _binarize(cfg: ProcessConfig, train: Path, bpe_dir: Path, dest: Path, models
         train, bpe_dir / "valid", [bpe_dir / t for t in cfg.tests], dest, cfg.src, cfg.tgt,
         joined_dictionary=cfg.joined_dictionary, workers=cfg.workers, log=log,
     )  # fmt: skip
-    for lang, model in models.items():  # keep the subword model beside the binaries
-        target = dest / (model.name if cfg.joint_bpe else model.name)
+    for model in set(models.values()):  # keep the subword model(s) beside the binaries
+        target = dest / model.name
         if not target.exists():
             target.write_bytes(model.read_bytes())
     write_json(

@@ -14,7 +14,7 @@ from localnmt.data.steps import atomic_open
 from localnmt.data.validate import iter_lines_checked
 
 _WS = re.compile(r"\s+")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b\ufeff]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b\ufeff\u2028\u2029]")
 
 
 @lru_cache(maxsize=8)
@@ -40,13 +40,13 @@ def tokenize_moses(text: str, lang: str) -> str:
     plain text for sacrebleu.
     """
     norm, tok = _moses(lang)
-    text = _CONTROL.sub("", norm.normalize(text))
+    text = norm.normalize(_CONTROL.sub(" ", text))
     return tok.tokenize(text, aggressive_dash_splits=True, escape=False, return_str=True).strip()
 
 
 def tokenize_zh(text: str) -> str:
     """jieba segmentation (default dictionary, HMM on), tokens joined by single spaces."""
-    text = _WS.sub(" ", _CONTROL.sub("", text)).strip()
+    text = _WS.sub(" ", _CONTROL.sub(" ", text)).strip()
     return " ".join(t for t in _jieba().lcut(text) if t.strip())
 
 

@@ -19,6 +19,20 @@ def allow_namespace_checkpoints() -> None:
     torch.serialization.add_safe_globals([argparse.Namespace])
 
 
+def fairseq_logging() -> None:
+    """fairseq_cli's log format, even if importing the plugin configured logging first."""
+    import logging
+    import os
+
+    logging.basicConfig(
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        level=os.environ.get("LOGLEVEL", "INFO").upper(),
+        stream=sys.stdout,
+        force=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Dispatch to fairseq_cli.train or fairseq_cli.generate."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -26,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("usage: python -m localnmt.evaluation.fairseq_entry {train,generate} ...")
     command, rest = argv[0], argv[1:]
     allow_namespace_checkpoints()
+    fairseq_logging()
     sys.argv = [f"fairseq-{command}", *rest]
     if command == "train":
         from fairseq_cli.train import cli_main

@@ -8,8 +8,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 _PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
-_INNER = re.compile(r"\| train_inner \| epoch \d+:.*?\s(loss=.*)$")
-_EPOCH = re.compile(r"\| (train|valid) \| epoch (\d+) \| (.*)$")
+# fairseq's own format ("| INFO | train | epoch 001 | ...") and logging's default
+# ("INFO:train:epoch 001 | ...") when something configured logging before fairseq_cli did.
+_INNER = re.compile(r"(?:\| |:)train_inner(?: \| |:)epoch \d+:.*?\s(loss=.*)$")
+_EPOCH = re.compile(r"(?:\| |:)(train|valid)(?: \| |:)epoch (\d+) \| (.*)$")
 
 
 @dataclass

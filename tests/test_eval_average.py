@@ -1,0 +1,57 @@
+"""Checkpoint averaging."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from localnmt.evaluation.average_checkpoints import average_checkpoints, last_n_checkpoints
+
+
+def _save(path: Path, value: float, step: int) -> None:
+    model = {
+        "w": torch.full((2, 2), value),
+        "h": torch.full((2,), value).half(),
+        "n": torch.tensor([step]),
+    }
+    torch.save({"model": model, "extra_state": {"step": step}, "args": None}, path)
+
+
+def test_average_epoch_checkpoints(tmp_path: Path) -> None:
+    for epoch in range(1, 5):
+        _save(tmp_path / f"checkpoint{epoch}.pt", float(epoch), epoch * 10)
+    paths = last_n_checkpoints(tmp_path, 3)
+    assert [p.name for p in paths] == ["checkpoint4.pt", "checkpoint3.pt", "checkpoint2.pt"]
+    state = average_checkpoints(paths)
+    assert torch.equal(state["model"]["w"], torch.full((2, 2), 3.0))
+    assert state["model"]["h"].dtype == torch.float32
+    assert torch.equal(state["model"]["n"], torch.tensor([30]))
+    assert state["extra_state"]["step"] == 40  # metadata of the newest
+    with pytest.raises(ValueError):
+        last_n_checkpoints(tmp_path, 5)
+
+
+def test_average_update_checkpoints_cli(tmp_path: Path) -> None:
+    for i, (epoch, update) in enumerate([(1, 500), (2, 1000), (2, 1500)]):
+        _save(tmp_path / f"checkpoint_{epoch}_{update}.pt", float(i), update)
+    _save(tmp_path / "checkpoint9.pt", 100.0, 0)  # epoch file: ignored by update mode
+    out = tmp_path / "avg.pt"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "localnmt.evaluation.average_checkpoints",
+            "--inputs",
+            str(tmp_path),
+            "--num-update-checkpoints",
+            "2",
+            "--output",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    state = torch.load(out, weights_only=False)
+    assert torch.equal(state["model"]["w"], torch.full((2, 2), 1.5))

@@ -53,8 +53,16 @@ class QuadraticBias:
     b: Tensor
 
     def dense(self, ctx: AttentionContext) -> Tensor:
+        """The bias as a float32 tensor ``(B, H, Tq, Tk)``, computed around each row's vertex
+        ``c = −b/(2a)`` as ``a·(j−c)² + (b+2ac)·(j−c)``: the same function up to a per-row
+        constant (which cancels in softmax), without the float32 cancellation of ``a·j² + b·j``
+        when ``|a|`` is large (a narrow Gaussian far from position 0)."""
         j = ctx.key_positions[:, None, None, :]  # (B, 1, 1, Tk)
-        return self.a.unsqueeze(-1) * j * j + self.b.unsqueeze(-1) * j
+        a, b = self.a.float(), self.b.float()
+        nonzero = a != 0
+        shift = torch.where(nonzero, -b / (2 * torch.where(nonzero, a, 1.0)), 0.0)
+        jc = j - shift.unsqueeze(-1)
+        return a.unsqueeze(-1) * jc * jc + (b + 2 * a * shift).unsqueeze(-1) * jc
 
 
 @dataclass

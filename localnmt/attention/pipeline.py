@@ -87,8 +87,10 @@ class LocalAttention(MultiheadAttention):
         return [m for m in self.modifiers if m.uses(stage)]
 
     def _split_heads(self, x: Tensor, batch: int) -> Tensor:
-        """``(T, B, H·d)`` → ``(B, H, T, d)``."""
-        return x.contiguous().view(x.size(0), batch, self.num_heads, -1).permute(1, 2, 0, 3)
+        """``(T, B, G·d)`` → ``(B, G, T, d)`` with ``d = head_dim``; ``G = H`` unless a modifier
+        replaced a projection by a narrower one (tied heads), whose ``transform`` then
+        broadcasts the ``G`` groups to the ``H`` heads."""
+        return x.contiguous().view(x.size(0), batch, -1, self.head_dim).permute(1, 2, 0, 3)
 
     def _project(
         self, query: Tensor, key: Tensor | None, value: Tensor | None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +26,8 @@ def learn(kind: str, train_files: list[Path], model: Path, size: int, workers: i
     """Learn one model on the concatenation of ``train_files`` (joint if several languages).
 
     subword_nmt: ``size`` merge operations (min frequency 2). sentencepiece: a BPE model
-    with vocabulary size ``size`` (soft limit, so tiny corpora do not fail).
+    whose vocabulary is the distinct characters plus ``size`` (so ``size`` means about the
+    same number of merges for both; soft limit, so tiny corpora do not fail).
     """
     if kind == "subword_nmt":
         from subword_nmt.learn_bpe import learn_bpe
@@ -40,17 +42,21 @@ def learn(kind: str, train_files: list[Path], model: Path, size: int, workers: i
     elif kind == "sentencepiece":
         import sentencepiece as spm
 
-        with atomic_path(model.with_suffix(".txt")) as tmp_txt:
+        model.parent.mkdir(parents=True, exist_ok=True)
+        tmp_txt = model.with_name(f".{model.name}.train{os.getpid()}.txt")
+        chars: set[str] = set()
+        try:
             with open(tmp_txt, "w", encoding="utf-8") as f:
                 for p in train_files:
                     for line in iter_lines_checked(p):
+                        chars.update(line)
                         f.write(line + "\n")
             with atomic_path(model) as tmp_model:
                 prefix = tmp_model.with_suffix("")
                 spm.SentencePieceTrainer.train(
                     input=str(tmp_txt),
                     model_prefix=str(prefix),
-                    vocab_size=size,
+                    vocab_size=size + len(chars) + 4,
                     model_type="bpe",
                     character_coverage=0.9995,
                     hard_vocab_limit=False,
@@ -61,7 +67,8 @@ def learn(kind: str, train_files: list[Path], model: Path, size: int, workers: i
                 )
                 Path(f"{prefix}.model").replace(tmp_model)
                 Path(f"{prefix}.vocab").unlink(missing_ok=True)
-            tmp_txt.unlink()
+        finally:
+            tmp_txt.unlink(missing_ok=True)
     else:
         model_filename(kind)
 

@@ -17,6 +17,8 @@ def iter_lines_checked(path: Path) -> Iterator[str]:
     if not path.is_file():
         raise DataError(f"missing input file: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
+    if path.suffix == ".gz" and path.stat().st_size == 0:
+        raise DataError(f"{path}: empty gzip file (truncated download?)")
     lineno = 0
     try:
         with opener(path, "rb") as f:

@@ -1,0 +1,78 @@
+"""Relative position representations (Shaw et al. 2018), re-implemented as in Yang et al.
+(2018, Table 4, "Rel_Pos").
+
+Shaw et al. (2018), eqs. 3–5 (as numbered in that paper)::
+
+    e_ij   = q_i · (k_j + a^K_ij) / √d                 (4)   → bias stage: q_i·a^K_ij / √d
+    z_i    = Σ_j α_ij (v_j + a^V_ij)                   (3)   → value_term stage: Σ_j α_ij a^V_ij
+    a^K_ij = w^K_clip(j−i, k),  a^V_ij = w^V_clip(j−i, k),  clip(x, k) = max(−k, min(k, x))  (5)
+
+``w^K`` and ``w^V`` are ``(2k+1) × head_dim`` tables, one pair per layer, shared across heads.
+
+Choices: ``clip`` defaults to k = 16 (the distance of Shaw et al.'s main experiments and THUMT's
+``max_relative_dis``); distances are ``ctx.key_positions − ctx.query_positions`` (counted from each
+sentence's first real token, also in incremental decoding); self-attention sites only (a
+target/source distance has no meaning in cross-attention). Sizes: 2·33·64 = 4,224 parameters per
+layer, ×12 self-attention layers = +0.05M (Yang et al. Table 4 prints +0.1M from rounded totals).
+The value term needs the probabilities, so a layer with rel_pos runs the dense reference path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from localnmt.attention.context import AttentionContext, AttentionSite
+from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+
+
+@register_modifier
+class RelativePosition(AttentionModifier):
+    """Clipped relative key and value embeddings (Shaw et al. 2018)."""
+
+    name = "rel_pos"
+    sites = ("encoder_self", "decoder_self")
+
+    @dataclass
+    class Options:
+        clip: int = option(16, "clipping distance k (Shaw et al.: 16)")
+
+    @classmethod
+    def validate(cls, options: Options, site: AttentionSite) -> None:
+        super().validate(options, site)
+        if options.clip < 0:
+            raise SpecError("option 'clip' of method 'rel_pos' must be >= 0")
+
+    def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
+        super().__init__(options, site, heads)
+        size = 2 * options.clip + 1
+        self.rel_key = nn.Embedding(size, site.head_dim)  # w^K
+        self.rel_value = nn.Embedding(size, site.head_dim)  # w^V
+        nn.init.xavier_uniform_(self.rel_key.weight)
+        nn.init.xavier_uniform_(self.rel_value.weight)
+
+    def buckets(self, ctx: AttentionContext) -> Tensor:
+        """``clip(j − i, k) + k`` as int64 ``(B, 1, Tq, Tk)`` (eq. 5)."""
+        k = self.options.clip
+        rel = ctx.key_positions[:, None, :] - ctx.query_positions[:, :, None]
+        return (rel.round().long().clamp(-k, k) + k).unsqueeze(1)
+
+    def bias(self, ctx: AttentionContext) -> Tensor:
+        """``q_i · a^K_ij`` (q is already scaled by 1/√d), float32 ``(B, H, Tq, Tk)``."""
+        table = self.rel_key.weight
+        scores = torch.matmul(ctx.q.to(table.dtype), table.t()).float()  # (B, H, Tq, 2k+1)
+        idx = self.buckets(ctx)
+        idx = idx.expand(scores.size(0), scores.size(1), idx.size(2), idx.size(3))
+        return scores.gather(-1, idx)
+
+    def value_term(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
+        """``Σ_j α_ij a^V_ij``: probabilities summed per distance bucket, times w^V."""
+        idx = self.buckets(ctx)
+        idx = idx.expand(probs.size(0), probs.size(1), idx.size(2), idx.size(3))
+        size = self.rel_value.num_embeddings
+        per_bucket = probs.float().new_zeros(*probs.shape[:3], size)
+        per_bucket = per_bucket.scatter_add(-1, idx, probs.float())
+        table = self.rel_value.weight
+        return torch.matmul(per_bucket.to(table.dtype), table).to(ctx.v.dtype)

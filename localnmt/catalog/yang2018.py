@@ -1,0 +1,124 @@
+"""Yang et al. (2018), "Modeling Localness for Self-Attention Networks": every table row.
+
+Tables 1–3 and 5 are Zh⇒En Transformer-base ablations (no parameter counts printed). Table 4
+prints parameter counts; ``paper_params`` holds the En⇒De column (88.0M base, 264.1M big; the
+Zh⇒En column is 107.9M / 303.9M, a larger vocabulary), and the deltas over the baseline are what
+our counts must match (tests/test_localness_params.py). Table 1 and the Figure 2 / Figure 3
+models apply localness to all six encoder layers (Table 1's query-specific row equals Table 2
+row 1); Tables 2–5 use the main setting, the lower three encoder layers.
+"""
+
+from localnmt.catalog import CatalogRow
+
+P = "yang2018"
+ENC = "--encoder-attn-modifiers"
+DEC = "--decoder-attn-modifiers"
+CROSS = "--cross-attn-modifiers"
+REL_POS = ("--encoder-attn-modifiers", "rel_pos", "--decoder-attn-modifiers", "rel_pos")
+LOCAL_REL = (
+    "--encoder-attn-modifiers",
+    "localness[layers=1-3,window=query] + rel_pos",
+    "--decoder-attn-modifiers",
+    "rel_pos",
+)
+ONE_HEAD = (
+    "--encoder-attention-heads",
+    "1",
+    "--decoder-attention-heads",
+    "1",
+)
+
+ROWS = [
+    # Table 1: window strategies, encoder self-attention, all six layers.
+    CatalogRow(P, "Table 1", "Baseline", "base", "localnmt_base"),
+    CatalogRow(P, "Table 1", "Fixed", "base", "localnmt_base", (ENC, "localness[window=fixed]")),
+    CatalogRow(
+        P, "Table 1", "Layer-Spec.", "base", "localnmt_base", (ENC, "localness[window=layer]")
+    ),
+    CatalogRow(
+        P, "Table 1", "Query-Spec.", "base", "localnmt_base", (ENC, "localness[window=query]")
+    ),
+    # Table 2: which encoder layers (query-specific).
+    *(
+        CatalogRow(
+            P, "Table 2", layers, "base", "localnmt_base", (ENC, f"localness[layers={span}]")
+        )
+        for layers, span in (
+            ("[1-6]", "1-6"),
+            ("[1-1]", "1"),
+            ("[1-2]", "1-2"),
+            ("[1-3]", "1-3"),
+            ("[1-4]", "1-4"),
+            ("[4-6]", "4-6"),
+        )
+    ),
+    # Table 3: which attention networks (layers 1-3 of each).
+    CatalogRow(P, "Table 3", "Enc", "base", "yang2018_localness_base"),
+    CatalogRow(
+        P, "Table 3", "Enc+Dec", "base", "yang2018_localness_base", (DEC, "localness[layers=1-3]")
+    ),
+    CatalogRow(
+        P,
+        "Table 3",
+        "Enc+Enc-Dec",
+        "base",
+        "yang2018_localness_base",
+        (CROSS, "localness[layers=1-3]"),
+    ),
+    CatalogRow(
+        P,
+        "Table 3",
+        "Enc+Dec+Enc-Dec",
+        "base",
+        "yang2018_localness_base",
+        (DEC, "localness[layers=1-3]", CROSS, "localness[layers=1-3]"),
+    ),
+    # Table 4: main results (En⇒De parameter counts).
+    CatalogRow(P, "Table 4", "Transformer-Base", "base", "localnmt_base", paper_params=88.0),
+    CatalogRow(
+        P,
+        "Table 4",
+        "+ Rel_Pos",
+        "base",
+        "localnmt_base",
+        REL_POS,
+        paper_params=88.1,
+        note="Shaw et al. (2018) relative positions, clip 16, encoder+decoder self-attention",
+    ),
+    CatalogRow(P, "Table 4", "+ Localness", "base", "yang2018_localness_base", paper_params=88.8),
+    CatalogRow(
+        P,
+        "Table 4",
+        "+ Localness + Rel_Pos",
+        "base",
+        "localnmt_base",
+        LOCAL_REL,
+        paper_params=88.9,
+    ),
+    CatalogRow(P, "Table 4", "Transformer-Big", "big", "localnmt_big", paper_params=264.1),
+    CatalogRow(P, "Table 4", "+ Localness", "big", "yang2018_localness_big", paper_params=267.4),
+    CatalogRow(
+        P,
+        "Table 4",
+        "+ Localness + Rel_Pos",
+        "big",
+        "localnmt_big",
+        LOCAL_REL,
+        paper_params=267.5,
+    ),
+    # Table 5: single head (one 512-dim head everywhere) vs eight heads.
+    CatalogRow(P, "Table 5", "Base 1-Head", "base", "localnmt_base", ONE_HEAD),
+    CatalogRow(P, "Table 5", "Ours 1-Head", "base", "yang2018_localness_base", ONE_HEAD),
+    CatalogRow(P, "Table 5", "Base 8-Head", "base", "localnmt_base"),
+    CatalogRow(P, "Table 5", "Ours 8-Head", "base", "yang2018_localness_base"),
+    # Figure 2: head-specific window (eq. 11, N = 50) in every encoder layer.
+    CatalogRow(
+        P,
+        "Figure 2",
+        "Head-Spec.",
+        "base",
+        "localnmt_base",
+        (ENC, "localness[window=head]"),
+        note="analyse with python -m localnmt.analysis.localness_windows",
+    ),
+]

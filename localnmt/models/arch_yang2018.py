@@ -1,0 +1,30 @@
+"""Named architectures of Yang et al. (2018), "Modeling Localness for Self-Attention Networks".
+
+The paper's main model (§4.2, Table 4): query-specific localness on the lower three encoder
+self-attention layers. Command-line spec flags still override these defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fairseq.models import register_model_architecture
+
+from localnmt.models.architectures import MODEL, default_specs, localnmt_base, localnmt_big
+
+#: The main configuration (Tables 2–5): query-specific window, encoder layers 1–3.
+YANG2018_ENCODER = "localness[layers=1-3,window=query]"
+
+
+@register_model_architecture(MODEL, "yang2018_localness_base")
+def yang2018_localness_base(args: Any) -> None:
+    """Transformer-base + localness (query-specific, encoder layers 1–3)."""
+    default_specs(args, encoder=YANG2018_ENCODER)
+    localnmt_base(args)
+
+
+@register_model_architecture(MODEL, "yang2018_localness_big")
+def yang2018_localness_big(args: Any) -> None:
+    """Transformer-big + localness (query-specific, encoder layers 1–3)."""
+    default_specs(args, encoder=YANG2018_ENCODER)
+    localnmt_big(args)

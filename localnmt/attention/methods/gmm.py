@@ -1,0 +1,206 @@
+"""Gaussian mixture cross-attention (Zhang & Feng 2021, "Concentrated Cross-Attention").
+
+A post-softmax modifier of cross-attention. For target token ``i`` and each head, FFNs on the
+head's query projection ``Q(s_i)`` (shared across heads, eq. 7-9, 14) predict ``K`` components;
+the Gaussian mixture attention (eq. 6)::
+
+    β_ij = Σ_k ω_ik / Z_ik · exp(−(j − μ_ik)² / (2σ_ik²))
+
+is fused with the dot-product attention α (the pipeline's softmax) by a gate (eq. 13)::
+
+    γ_ij = (1 − g_i) · α_ij + g_i · β_ij
+
+Conversions (Table 1), option ``variant``:
+
+- ``approx`` (Our Method): ω = softmax(ω̂) (eq. 10), μ = J·sigmoid(μ̂) (eq. 11),
+  σ = min(J/6·sigmoid(σ̂), μ/3, (J−μ)/3) (eq. 12), Z = √(2πσ²).
+- ``norm`` (Our Method+Norm.): as ``approx`` but σ = J·sigmoid(σ̂) and β divided by its sum
+  over the source (strict normalisation).
+- ``synthesis`` (Synthesis Network, Graves 2013): Z = 1, ω = exp(ω̂),
+  μ_i = μ_{i−1} + exp(μ̂_i) (μ_0 = 0, kept as decoder state), σ = √(exp(−σ̂)/2).
+
+``j`` is the 0-based source position counted from the first real token (any padding side) and
+``J`` the real source length. σ is floored at ``sigma_min`` (default 0.5) in ``approx``/``norm``:
+eq. 12 reaches 0 at μ → 0 or μ → J, where the density sampled at integer j spikes without
+bound; at σ ≥ 0.5 the sampled density sums to 1 ± 1.5 % (Poisson summation), which is the
+paper's "approximate normalisation". Ablations: ``share`` (Table 3) makes all components
+share the mean / variance / weight (ω = 1/K); ``fusion`` (Table 4): ``gate`` (eq. 14),
+``average`` (g = 0.5) or ``gmm`` (γ = β, Gaussian mixture only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from localnmt.attention.context import MASK_VALUE, AttentionContext, AttentionSite
+from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+
+#: Upper clamp of the arguments of exp() in the synthesis network (e^8 ≈ 2981), so that the
+#: unnormalised mixture stays finite in fp16.
+EXP_CLAMP = 8.0
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class Predictor(nn.Module):
+    """``V^T tanh(W^T Q(s_i) + b1) + b2`` (eq. 7-9 and the inside of eq. 14)."""
+
+    def __init__(self, dim: int, out: int):
+        super().__init__()
+        self.hidden = nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, out)
+
+    def forward(self, q: Tensor) -> Tensor:
+        return self.out(torch.tanh(self.hidden(q)))
+
+
+@dataclass
+class MixtureParams:
+    """Per head and target token: ``log ω − log Z`` and ``1/(2σ²)``, ``(B, H, Tq, K)``,
+    plus ``ω``, ``μ``, ``σ`` for the analyses."""
+
+    log_scale: Tensor
+    inv_two_var: Tensor
+    omega: Tensor
+    mu: Tensor
+    sigma: Tensor
+
+
+def mixture_attention(
+    params: MixtureParams, positions: Tensor, real: Tensor | None, normalise: bool
+) -> Tensor:
+    """β of eq. 6 for all heads and components at once, ``(B, H, Tq, Tk)`` float32.
+
+    ``positions`` ``(B, Tk)``; ``real`` ``(B, Tk)`` True at real keys (None: all real). Padded
+    keys get β = 0. With ``normalise`` the row is divided by its sum (computed as a softmax
+    of log β, which cannot divide by zero)."""
+    j = positions[:, None, None, None, :].float()  # (B, 1, 1, 1, Tk)
+    dist = j - params.mu.unsqueeze(-1)  # (B, H, Tq, K, Tk)
+    log_terms = params.log_scale.unsqueeze(-1) - dist * dist * params.inv_two_var.unsqueeze(-1)
+    keep = None if real is None else real[:, None, None, :]
+    if normalise:
+        log_beta = torch.logsumexp(log_terms, dim=-2)
+        if keep is not None:
+            log_beta = log_beta.masked_fill(~keep, MASK_VALUE)
+        beta = torch.softmax(log_beta, dim=-1)
+    else:
+        beta = log_terms.exp().sum(dim=-2)
+    if keep is not None:
+        beta = beta.masked_fill(~keep, 0.0)
+    return beta
+
+
+@register_modifier
+class GaussianMixture(AttentionModifier):
+    """Gaussian mixture attention fused with dot-product cross-attention (eq. 6-15)."""
+
+    name = "gmm"
+    sites = ("cross",)
+
+    @dataclass
+    class Options:
+        k: int = option(4, "number of Gaussian components K")
+        variant: str = option(
+            "approx",
+            "approx: eq. 10-12 (Our Method); norm: strict normalisation (Our Method+Norm.); "
+            "synthesis: Graves 2013 (Table 1)",
+            choices=("approx", "norm", "synthesis"),
+        )
+        fusion: str = option(
+            "gate",
+            "gate: learned gate eq. 14; average: g = 0.5; gmm: Gaussian mixture only",
+            choices=("gate", "average", "gmm"),
+        )
+        share: str = option(
+            "none",
+            "share one mean / variance / weight across components (Table 3)",
+            choices=("none", "mean", "variance", "weight"),
+        )
+        sigma_min: float = option(0.5, "floor of σ in approx / norm (guard σ > 0)")
+
+    @classmethod
+    def validate(cls, options: Options, site: AttentionSite) -> None:
+        super().validate(options, site)
+        if options.k < 1:
+            raise SpecError(f"option 'k' of method 'gmm' must be >= 1, got {options.k}")
+        if options.sigma_min <= 0:
+            raise SpecError("option 'sigma_min' of method 'gmm' must be > 0")
+
+    def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
+        super().__init__(options, site, heads)
+        dim, k = site.head_dim, options.k
+        self.mu = Predictor(dim, 1 if options.share == "mean" else k)
+        self.sigma = Predictor(dim, 1 if options.share == "variance" else k)
+        self.omega = None if options.share == "weight" else Predictor(dim, k)
+        self.gate = Predictor(dim, 1) if options.fusion == "gate" else None
+
+    # ---- eq. 7-12 and Table 1 -------------------------------------------------------------
+    def mixture_params(self, ctx: AttentionContext, query: Tensor) -> MixtureParams:
+        """Convert the FFN outputs on ``query`` = Q(s_i) ``(B, H, Tq, d)`` into the mixture."""
+        opts = self.options
+        k = opts.k
+        shape = (*query.shape[:-1], k)
+        mu_hat = self.mu(query).float().expand(shape)
+        sigma_hat = self.sigma(query).float().expand(shape)
+        omega_hat = None if self.omega is None else self.omega(query).float()
+        if opts.variant == "synthesis":
+            omega = (
+                torch.ones(shape, device=query.device)
+                if omega_hat is None
+                else omega_hat.clamp(max=EXP_CLAMP).exp()
+            )
+            mu = self._cumulative_mean(ctx, mu_hat.clamp(max=EXP_CLAMP).exp())
+            inv_two_var = sigma_hat.clamp(max=EXP_CLAMP).exp()  # σ = sqrt(exp(-σ̂)/2)
+            sigma = torch.rsqrt(2 * inv_two_var)
+            return MixtureParams(omega.log(), inv_two_var, omega, mu, sigma)
+        if omega_hat is None:
+            omega = torch.full(shape, 1.0 / k, device=query.device)
+        else:
+            omega = torch.softmax(omega_hat, dim=-1)  # eq. 10
+        length = ctx.key_lengths[:, None, :, None].float()  # J, (B, 1, Tq, 1)
+        mu = length * torch.sigmoid(mu_hat)  # eq. 11
+        if opts.variant == "norm":
+            sigma = length * torch.sigmoid(sigma_hat)
+        else:  # eq. 12
+            sigma = torch.minimum(length / 6 * torch.sigmoid(sigma_hat), mu / 3)
+            sigma = torch.minimum(sigma, (length - mu) / 3)
+        sigma = sigma.clamp(min=opts.sigma_min)
+        log_scale = torch.log(omega) - _HALF_LOG_2PI - torch.log(sigma)  # log ω − log Z
+        return MixtureParams(log_scale, 0.5 / (sigma * sigma), omega, mu, sigma)
+
+    def _cumulative_mean(self, ctx: AttentionContext, steps: Tensor) -> Tensor:
+        """μ_i = μ_{i−1} + exp(μ̂_i) along the target axis, continued across decoding steps."""
+        mu = steps.cumsum(dim=2)
+        prev = self.get_state(ctx, "mu")
+        if prev is not None:
+            mu = mu + prev.unsqueeze(2)
+        self.set_state(ctx, "mu", mu[:, :, -1])
+        return mu
+
+    # ---- eq. 13-15 --------------------------------------------------------------------------
+    def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
+        query = ctx.q * math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the pipeline's 1/sqrt(d)
+        params = self.mixture_params(ctx, query)
+        real = None if ctx.key_padding_mask is None else ~ctx.key_padding_mask.bool()
+        beta = mixture_attention(
+            params, ctx.key_positions, real, normalise=self.options.variant == "norm"
+        )
+        if self.options.fusion == "gate":
+            assert self.gate is not None
+            gate = torch.sigmoid(self.gate(query).float())  # eq. 14, (B, H, Tq, 1)
+        elif self.options.fusion == "average":
+            gate = probs.new_full((*probs.shape[:3], 1), 0.5)
+        else:
+            gate = probs.new_ones((*probs.shape[:3], 1))
+        ctx.log("gmm.alpha", probs)
+        ctx.log("gmm.beta", beta)
+        ctx.log("gmm.gate", gate.squeeze(-1))
+        ctx.log("gmm.mu", params.mu)
+        ctx.log("gmm.sigma", params.sigma)
+        ctx.log("gmm.omega", params.omega)
+        if self.options.fusion == "gmm":
+            return beta
+        return (1 - gate) * probs + gate * beta  # eq. 13

@@ -1,0 +1,55 @@
+"""Hard-coded Gaussian cross-attention (You et al. 2020), the "Hard-Code Gaussian" row of
+Zhang & Feng 2021, Table 2: a fixed Gaussian replaces dot-product cross-attention.
+
+Target token ``i`` attends to source position ``j`` (0-based, from the first real token) with::
+
+    p_ij = softmax_j(−(j − μ_i)² / (2σ²)),   μ_i = min(ratio · i, J − 1)
+
+over the real source keys. Choices (the paper only says "fixed mean and variance"): the mean
+follows the diagonal scaled by ``ratio`` (source/target length ratio of the training data, 1.0
+by default; You et al. centre cross-attention on the source position matching the target
+position), clamped to the last real source token so that long outputs keep a peaked
+distribution; σ = ``std`` = 1, the standard deviation You et al. use for every hard-coded
+head; normalised exactly over the real keys (a softmax), as an attention distribution must be.
+No parameters; the projections q/k stay in the model but receive no gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from localnmt.attention.context import MASK_VALUE, AttentionContext, AttentionSite
+from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+
+
+@register_modifier
+class HardcodedGaussian(AttentionModifier):
+    """A fixed, input-agnostic Gaussian replaces the dot-product distribution."""
+
+    name = "hardcoded_gaussian"
+    sites = ("cross",)
+
+    @dataclass
+    class Options:
+        ratio: float = option(1.0, "source/target length ratio: mean μ_i = ratio · i")
+        std: float = option(1.0, "standard deviation σ of the Gaussian")
+
+    @classmethod
+    def validate(cls, options: Options, site: AttentionSite) -> None:
+        super().validate(options, site)
+        if options.std <= 0 or options.ratio < 0:
+            raise SpecError("method 'hardcoded_gaussian' needs std > 0 and ratio >= 0")
+
+    def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
+        last = (ctx.key_lengths - 1).clamp(min=0)  # (B, Tq)
+        mu = torch.minimum(self.options.ratio * ctx.query_positions, last)
+        dist = ctx.key_positions[:, None, :] - mu[:, :, None]  # (B, Tq, Tk)
+        logits = -dist * dist / (2 * self.options.std**2)
+        if ctx.key_padding_mask is not None:
+            logits = logits.masked_fill(ctx.key_padding_mask.bool()[:, None, :], MASK_VALUE)
+        ctx.log("hardcoded.mu", mu)
+        fixed = torch.softmax(logits.float(), dim=-1).unsqueeze(1)
+        return fixed.expand_as(probs)

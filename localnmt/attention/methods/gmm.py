@@ -19,8 +19,11 @@ Conversions (Table 1), option ``variant``:
 - ``synthesis`` (Synthesis Network, Graves 2013): Z = 1, ω = exp(ω̂),
   μ_i = μ_{i−1} + exp(μ̂_i) (μ_0 = 0, kept as decoder state), σ = √(exp(−σ̂)/2).
 
-``j`` is the 0-based source position counted from the first real token (any padding side) and
-``J`` the real source length. σ is floored at ``sigma_min`` (default 0.5) in ``approx``/``norm``:
+``J`` is the real source length and ``j`` the source position counted from the first real
+token (any padding side), taken at the centre of its unit cell: ``j = position + 0.5`` (option
+``offset``). The paper's μ ∈ (0, J) and its 3σ interval inside [0, J] (eq. 12) then cover
+exactly the J tokens at both ends; with offset 0 (0-based) or 1 (1-based) a component
+centred near one end falls off the sentence. σ is floored at ``sigma_min`` (default 0.5) in ``approx``/``norm``:
 eq. 12 reaches 0 at μ → 0 or μ → J, where the density sampled at integer j spikes without
 bound; at σ ≥ 0.5 the sampled density sums to 1 ± 1.5 % (Poisson summation), which is the
 paper's "approximate normalisation". Ablations: ``share`` (Table 3) makes all components
@@ -120,6 +123,7 @@ class GaussianMixture(AttentionModifier):
             choices=("none", "mean", "variance", "weight"),
         )
         sigma_min: float = option(0.5, "floor of σ in approx / norm (guard σ > 0)")
+        offset: float = option(0.5, "j = 0-based position + offset (0.5: cell centres)")
 
     @classmethod
     def validate(cls, options: Options, site: AttentionSite) -> None:
@@ -134,7 +138,8 @@ class GaussianMixture(AttentionModifier):
         dim, k = site.head_dim, options.k
         self.mu = Predictor(dim, 1 if options.share == "mean" else k)
         self.sigma = Predictor(dim, 1 if options.share == "variance" else k)
-        self.omega = None if options.share == "weight" else Predictor(dim, k)
+        # one component or shared weights: ω ≡ 1/K, nothing to predict
+        self.omega = None if options.share == "weight" or k == 1 else Predictor(dim, k)
         self.gate = Predictor(dim, 1) if options.fusion == "gate" else None
 
     # ---- eq. 7-12 and Table 1 -------------------------------------------------------------
@@ -186,7 +191,10 @@ class GaussianMixture(AttentionModifier):
         params = self.mixture_params(ctx, query)
         real = None if ctx.key_padding_mask is None else ~ctx.key_padding_mask.bool()
         beta = mixture_attention(
-            params, ctx.key_positions, real, normalise=self.options.variant == "norm"
+            params,
+            ctx.key_positions + self.options.offset,
+            real,
+            normalise=self.options.variant == "norm",
         )
         if self.options.fusion == "gate":
             assert self.gate is not None

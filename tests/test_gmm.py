@@ -1,0 +1,305 @@
+"""Gaussian mixture cross-attention (Zhang & Feng 2021) against the paper's equations.
+
+The reference below re-states eq. 6-15 and Table 1 with plain loops over heads and
+components; it reads only the modifier's parameters, none of its helpers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from localnmt.attention import AttentionSite, LocalAttention, SpecError
+from localnmt.attention.spec import build_modifiers, parse_spec
+
+E, H, B, TQ, TK = 16, 4, 3, 6, 9
+D = E // H
+
+
+def padding(lengths: list[int], total: int, side: str) -> torch.Tensor:
+    mask = torch.ones(len(lengths), total, dtype=torch.bool)
+    for i, n in enumerate(lengths):
+        if side == "left":
+            mask[i, total - n :] = False
+        else:
+            mask[i, :n] = False
+    return mask
+
+
+def make(spec: str, seed: int = 0) -> LocalAttention:
+    torch.manual_seed(seed)
+    site = AttentionSite("cross", 0, 1, E, H)
+    attn = LocalAttention(
+        E, H, site=site, modifiers=build_modifiers(parse_spec(spec), site),
+        encoder_decoder_attention=True,
+    )  # fmt: skip
+    return attn.eval()
+
+
+def inputs(side: str, lengths=(TK, TK - 3, 2)):
+    torch.manual_seed(1)
+    x = torch.randn(TQ, B, E)
+    src = torch.randn(TK, B, E) * 2
+    return x, src, padding(list(lengths), TK, side)
+
+
+def ffn(pred, q):
+    """V^T tanh(W^T q + b1) + b2 written with the raw weights (eq. 7-9, 14)."""
+    hidden = torch.tanh(q @ pred.hidden.weight.t() + pred.hidden.bias)
+    return hidden @ pred.out.weight.t() + pred.out.bias
+
+
+def reference(attn: LocalAttention, x, src, pad, opts: dict):
+    """Eq. 1-3 and 6-15 for every batch item, head, target token and component."""
+    mod = attn.modifiers[0]
+    k_comp = int(opts.get("k", 4))
+    variant = opts.get("variant", "approx")
+    fusion = opts.get("fusion", "gate")
+    share = opts.get("share", "none")
+    q_all = attn.q_proj(x)  # Q(s_i), not scaled
+    k_all, v_all = attn.k_proj(src), attn.v_proj(src)
+    out = torch.zeros(TQ, B, E)
+    gammas = torch.zeros(H, B, TQ, TK)
+    for b in range(B):
+        real = (~pad[b]).nonzero().flatten()
+        J = len(real)
+        for h in range(H):
+            sl = slice(h * D, (h + 1) * D)
+            q, k, v = q_all[:, b, sl], k_all[real, b, sl], v_all[real, b, sl]
+            alpha = torch.softmax(q @ k.t() / math.sqrt(D), dim=-1)  # eq. 1-2, (TQ, J)
+            mu_hat, sigma_hat = ffn(mod.mu, q), ffn(mod.sigma, q)
+            if share == "mean":
+                mu_hat = mu_hat.expand(TQ, k_comp)
+            if share == "variance":
+                sigma_hat = sigma_hat.expand(TQ, k_comp)
+            omega_hat = None if share == "weight" or k_comp == 1 else ffn(mod.omega, q)
+            beta = torch.zeros(TQ, J)
+            prev_mu = torch.zeros(k_comp)
+            for i in range(TQ):
+                for kk in range(k_comp):
+                    if variant == "synthesis":  # Table 1, first row
+                        Z = 1.0
+                        w = 1.0 if omega_hat is None else math.exp(omega_hat[i, kk])
+                        mu = prev_mu[kk] + math.exp(mu_hat[i, kk])
+                        sigma = math.sqrt(math.exp(-sigma_hat[i, kk]) / 2)
+                    else:
+                        if omega_hat is None:
+                            w = 1.0 / k_comp
+                        else:
+                            w = torch.softmax(omega_hat[i], -1)[kk]  # eq. 10
+                        mu = J * torch.sigmoid(mu_hat[i, kk])  # eq. 11
+                        s = torch.sigmoid(sigma_hat[i, kk])
+                        if variant == "norm":
+                            sigma = J * s
+                        else:  # eq. 12
+                            sigma = min(J / 6 * s, mu / 3, (J - mu) / 3)
+                        sigma = max(float(sigma), 0.5)  # guard σ > 0 (sigma_min)
+                        Z = math.sqrt(2 * math.pi * sigma**2)
+                    for j in range(J):  # eq. 6, j counted from the first real token
+                        pos = j + 0.5  # cell centre (option offset)
+                        beta[i, j] += w / Z * math.exp(-((pos - mu) ** 2) / (2 * sigma**2))
+                    if variant == "synthesis":
+                        prev_mu[kk] = mu
+            if variant == "norm":
+                beta = beta / beta.sum(-1, keepdim=True)
+            if fusion == "gate":
+                g = torch.sigmoid(ffn(mod.gate, q))  # eq. 14, (TQ, 1)
+            elif fusion == "average":
+                g = torch.full((TQ, 1), 0.5)
+            else:
+                g = torch.ones(TQ, 1)
+            gamma = beta if fusion == "gmm" else (1 - g) * alpha + g * beta  # eq. 13
+            out[:, b, sl] = gamma @ v  # eq. 15
+            gammas[h, b][:, real] = gamma
+    return attn.out_proj(out), gammas
+
+
+CASES = [
+    {},
+    {"variant": "norm"},
+    {"variant": "synthesis"},
+    {"k": "1"},
+    {"share": "mean"},
+    {"share": "variance"},
+    {"share": "weight"},
+    {"fusion": "average"},
+    {"fusion": "gmm"},
+    {"variant": "synthesis", "share": "weight"},
+]
+
+
+def spec_of(opts: dict) -> str:
+    body = ",".join(f"{k}={v}" for k, v in opts.items())
+    return f"gmm[{body}]" if body else "gmm"
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("opts", CASES, ids=spec_of)
+def test_matches_paper_equations(opts, side):
+    attn = make(spec_of(opts))
+    x, src, pad = inputs(side)
+    with torch.no_grad():
+        out, w = attn(x, src, src, key_padding_mask=pad, need_head_weights=True)
+        ref_out, ref_w = reference(attn, x, src, pad, opts)
+    torch.testing.assert_close(w, ref_w, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(out, ref_out, atol=2e-5, rtol=1e-4)
+
+
+def test_sigma_floor_and_coverage():
+    """Approximate normalisation: with σ ≥ 0.5 and the 3σ interval inside the sentence, each
+    component sums to ≈1 on the integer grid (the paper's ">90 % coverage")."""
+    from localnmt.attention.methods.gmm import MixtureParams, mixture_attention
+
+    J = 40
+    mu = torch.tensor([0.05, 1.7, 10.3, 25.0, 38.4, 39.95])
+    sigma = torch.minimum(torch.minimum(torch.full_like(mu, J / 6 * 0.9), mu / 3), (J - mu) / 3)
+    sigma = sigma.clamp(min=0.5)
+    params = MixtureParams(
+        log_scale=(-0.5 * math.log(2 * math.pi) - sigma.log()).view(1, 1, 6, 1),
+        inv_two_var=(0.5 / sigma**2).view(1, 1, 6, 1),
+        omega=torch.ones(1, 1, 6, 1),
+        mu=mu.view(1, 1, 6, 1),
+        sigma=sigma.view(1, 1, 6, 1),
+    )
+    cells = torch.arange(J).float()[None] + 0.5
+    beta = mixture_attention(params, cells, None, normalise=False)
+    sums = beta.sum(-1).flatten()
+    assert (beta <= 0.8).all()  # 1/Z ≤ 1/(√(2π)·0.5)
+    assert (sums[1:-1] > 0.98).all() and (sums < 1.02).all()
+    assert (sums[[0, -1]] > 0.45).all()  # floored σ at the very ends: half the mass
+
+
+@pytest.mark.parametrize("spec", ["gmm", "gmm[variant=norm]", "gmm[variant=synthesis]"])
+def test_incremental_equals_full_forward(spec):
+    attn = make(spec)
+    x, src, pad = inputs("left")
+    with torch.no_grad():
+        full, _ = attn(x, src, src, key_padding_mask=pad, need_weights=False)
+        state: dict = {}
+        for t in range(TQ):
+            o, _ = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
+                        static_kv=True, need_weights=False)  # fmt: skip
+            torch.testing.assert_close(o[0], full[t], atol=1e-5, rtol=0)
+
+
+def test_synthesis_state_follows_beam_reordering():
+    attn = make("gmm[variant=synthesis]")
+    x, src, pad = inputs("right")
+    order = torch.tensor([2, 0, 0])
+    with torch.no_grad():
+        state: dict = {}
+        attn(x[:2], src, src, key_padding_mask=pad, incremental_state=state, static_kv=True)
+        attn.reorder_incremental_state(state, order)
+        out, _ = attn(x[2:3, order], src, src, key_padding_mask=pad[order],
+                      incremental_state=state, static_kv=True)  # fmt: skip
+        xr, srcr, padr = x[:, order], src[:, order], pad[order]
+        full, _ = attn(xr[:3], srcr, srcr, key_padding_mask=padr)
+    torch.testing.assert_close(out[0], full[2], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("opts", CASES, ids=spec_of)
+def test_gradients_reach_every_parameter(opts):
+    attn = make(spec_of(opts)).train()
+    x, src, pad = inputs("left")
+    out, _ = attn(x, src, src, key_padding_mask=pad, need_weights=False)
+    out.pow(2).sum().backward()
+    for name, p in attn.modifiers[0].named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+        assert torch.isfinite(p.grad).all(), name
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("spec", ["gmm", "gmm[variant=norm]", "gmm[variant=synthesis]"])
+def test_half_precision_no_nan(dtype, spec):
+    attn = make(spec).to(dtype).train()
+    x, src, pad = inputs("left")
+    try:
+        out, _ = attn(x.to(dtype), src.to(dtype), src.to(dtype), key_padding_mask=pad)
+        out.float().pow(2).sum().backward()
+    except RuntimeError as err:  # some CPU builds lack fp16 kernels
+        pytest.skip(f"{dtype} unsupported here: {err}")
+    assert out.dtype == dtype and torch.isfinite(out.float()).all()
+    assert all(
+        torch.isfinite(p.grad.float()).all() for p in attn.parameters() if p.grad is not None
+    )
+
+
+@pytest.mark.parametrize("spec", ["gmm", "gmm[variant=norm]", "gmm[variant=synthesis]"])
+def test_source_of_only_padding_gives_no_nan(spec):
+    attn = make(spec).train()
+    x, src, _ = inputs("left")
+    pad = padding([TK, 0, 1], TK, "left")
+    out, w = attn(x, src, src, key_padding_mask=pad)
+    out.sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(w).all()
+    assert all(torch.isfinite(p.grad).all() for p in attn.parameters() if p.grad is not None)
+
+
+def test_padding_keys_get_no_weight_and_recording():
+    attn = make("gmm")
+    attn.recording = True
+    x, src, pad = inputs("left")
+    _, w = attn(x, src, src, key_padding_mask=pad, need_head_weights=True)
+    assert (w.masked_select(pad[None, :, None, :]) == 0).all()
+    rec = attn.last_record
+    for name in ("gmm.alpha", "gmm.beta", "gmm.gate", "gmm.mu", "gmm.sigma", "gmm.omega"):
+        assert name in rec
+    assert rec["gmm.gate"].shape == (B, H, TQ)
+    assert rec["gmm.mu"].shape == (B, H, TQ, 4)
+    J = (~pad).sum(1).float()
+    assert (rec["gmm.mu"] <= J[:, None, None, None]).all()
+
+
+def test_heads_option_keeps_other_heads_dot_product():
+    attn = make("gmm[heads=2]")
+    base = make("")
+    base.load_state_dict(attn.state_dict(), strict=False)
+    x, src, pad = inputs("right")
+    _, w = attn(x, src, src, key_padding_mask=pad, need_head_weights=True)
+    _, w0 = base(x, src, src, key_padding_mask=pad, need_head_weights=True)
+    torch.testing.assert_close(w[[0, 2, 3]], w0[[0, 2, 3]])
+    assert not torch.allclose(w[1], w0[1])
+
+
+@pytest.mark.parametrize(
+    "spec,kind",
+    [("gmm", "encoder_self"), ("gmm", "decoder_self"), ("gmm[k=0]", "cross")],
+)
+def test_invalid_specs_are_rejected(spec, kind):
+    site = AttentionSite(kind, 0, 1, E, H)
+    with pytest.raises(SpecError):
+        build_modifiers(parse_spec(spec), site)
+
+
+# ---- hard-coded Gaussian (You et al. 2020) --------------------------------------------------
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_hardcoded_gaussian_matches_definition(side):
+    attn = make("hardcoded_gaussian[ratio=1.5,std=1.0]")
+    x, src, pad = inputs(side)
+    _, w = attn(x, src, src, key_padding_mask=pad, need_head_weights=True)
+    for b in range(B):
+        real = (~pad[b]).nonzero().flatten()
+        J = len(real)
+        for i in range(TQ):
+            mu = min(1.5 * i, J - 1)
+            g = torch.tensor([math.exp(-((j - mu) ** 2) / 2) for j in range(J)])
+            expected = torch.zeros(TK)
+            expected[real] = g / g.sum()
+            for h in range(H):
+                torch.testing.assert_close(w[h, b, i], expected, atol=1e-6, rtol=0)
+
+
+def test_hardcoded_gaussian_incremental_equals_full():
+    attn = make("hardcoded_gaussian")
+    x, src, pad = inputs("left")
+    with torch.no_grad():
+        full, _ = attn(x, src, src, key_padding_mask=pad)
+        state: dict = {}
+        for t in range(TQ):
+            o, _ = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
+                        static_kv=True)  # fmt: skip
+            torch.testing.assert_close(o[0], full[t], atol=1e-6, rtol=0)

@@ -23,12 +23,14 @@ Conversions (Table 1), option ``variant``:
 token (any padding side), taken at the centre of its unit cell: ``j = position + 0.5`` (option
 ``offset``). The paper's μ ∈ (0, J) and its 3σ interval inside [0, J] (eq. 12) then cover
 exactly the J tokens at both ends; with offset 0 (0-based) or 1 (1-based) a component
-centred near one end falls off the sentence. σ is floored at ``sigma_min`` (default 0.5) in ``approx``/``norm``:
-eq. 12 reaches 0 at μ → 0 or μ → J, where the density sampled at integer j spikes without
-bound; at σ ≥ 0.5 the sampled density sums to 1 ± 1.5 % (Poisson summation), which is the
-paper's "approximate normalisation". Ablations: ``share`` (Table 3) makes all components
-share the mean / variance / weight (ω = 1/K); ``fusion`` (Table 4): ``gate`` (eq. 14),
-``average`` (g = 0.5) or ``gmm`` (γ = β, Gaussian mixture only).
+centred near one end falls off the sentence. σ is floored at ``sigma_min`` (default 0.5) in
+``approx``/``norm``: eq. 12 reaches 0 at μ → 0 or μ → J, where the density sampled at the
+positions spikes without bound; at σ ≥ 0.5 the sampled density sums to 1 ± 1.5 % (Poisson
+summation), which is the paper's "approximate normalisation".
+
+Ablations: ``share`` (Table 3) makes all components share the mean / variance / weight
+(ω = 1/K); ``fusion`` (Table 4): ``gate`` (eq. 14), ``average`` (g = 0.5) or ``gmm``
+(γ = β, Gaussian mixture only). K = 1 has no ω predictor (ω ≡ 1).
 """
 
 from __future__ import annotations

@@ -1,0 +1,180 @@
+"""Relative positions (Shaw et al. 2018) against a plain re-statement of its eqs. 3–5, alone and
+combined with localness; incremental decoding at module and model level."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from localnmt.attention import AttentionSite, LocalAttention
+from localnmt.attention.spec import build_modifiers, parse_spec
+
+C, H, T, B = 16, 4, 9, 3
+
+
+def make_attention(kind: str, spec: str, seed: int = 0) -> LocalAttention:
+    torch.manual_seed(seed)
+    site = AttentionSite(kind, 0, num_layers=1, embed_dim=C, num_heads=H)
+    att = LocalAttention(
+        C, H, site=site, modifiers=build_modifiers(parse_spec(spec), site), self_attention=True
+    )
+    with torch.no_grad():
+        for p in att.parameters():
+            if p.dim() == 1:
+                p.normal_(0, 0.5)
+    return att.eval()
+
+
+def linear(lin: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return x @ lin.weight.t() + lin.bias
+
+
+def plain_rel_pos(att, x, clip, *, causal=False, localness=None):
+    """Shaw et al. eqs. 3–5 for one unpadded sentence x (T, C); optional Gaussian bias G (H,T,T)."""
+    rel = next(m for m in att.modifiers if m.name == "rel_pos")
+    d = C // H
+    q, k, v = (linear(p, x) for p in (att.q_proj, att.k_proj, att.v_proj))
+    n = x.size(0)
+    out = []
+    for h in range(H):
+        sl = slice(h * d, (h + 1) * d)
+        e = torch.empty(n, n)
+        for i in range(n):
+            for j in range(n):
+                a_k = rel.rel_key.weight[max(-clip, min(clip, j - i)) + clip]
+                e[i, j] = q[i, sl] @ (k[j, sl] + a_k) / math.sqrt(d)  # eq. 4
+        if localness is not None:
+            e = e + localness[h]
+        if causal:
+            e = e.masked_fill(torch.ones(n, n).triu(1).bool(), float("-inf"))
+        alpha = torch.softmax(e, -1)
+        z = torch.zeros(n, d)
+        for i in range(n):
+            for j in range(n):
+                a_v = rel.rel_value.weight[max(-clip, min(clip, j - i)) + clip]
+                z[i] += alpha[i, j] * (v[j, sl] + a_v)  # eq. 3
+        out.append(z)
+    return linear(att.out_proj, torch.cat(out, -1))
+
+
+def padding(lengths: list[int], total: int, left: bool) -> torch.Tensor:
+    mask = torch.ones(len(lengths), total, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        if left:
+            mask[b, total - n :] = False
+        else:
+            mask[b, :n] = False
+    return mask
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("clip", [0, 2, 16])
+def test_encoder_matches_plain_equations(left, clip):
+    att = make_attention("encoder_self", f"rel_pos[clip={clip}]")
+    lengths = [T, 5, 1]
+    mask = padding(lengths, T, left)
+    x = torch.randn(T, B, C)
+    with torch.no_grad():
+        out, _ = att(x, x, x, key_padding_mask=mask, need_weights=False)
+        for b in range(B):
+            real = (~mask[b]).nonzero().squeeze(1)
+            ref = plain_rel_pos(att, x[real, b], clip)
+            torch.testing.assert_close(out[real, b], ref, atol=2e-5, rtol=1e-4)
+
+
+def test_combined_with_localness():
+    att = make_attention("encoder_self", "localness[window=query] + rel_pos[clip=3]")
+    x = torch.randn(6, 1, C)
+    with torch.no_grad():
+        att.recording = True
+        out, _ = att(x, x, x)
+        rec = att.last_record
+        j = torch.arange(6.0)
+        p, d = rec["P"][0], rec["D"][0]  # (H, T)
+        g = -((j[None, None, :] - p[:, :, None]) ** 2) / (2 * (d[:, :, None] / 2) ** 2)
+        ref = plain_rel_pos(att, x[:, 0], 3, localness=g)
+    torch.testing.assert_close(out[:, 0], ref, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("spec", ["rel_pos[clip=2]", "localness[window=layer] + rel_pos[clip=3]"])
+def test_decoder_incremental_equals_full(spec):
+    att = make_attention("decoder_self", spec)
+    x = torch.randn(T, 2, C)
+    future = torch.full((T, T), float("-inf")).triu(1)
+    with torch.no_grad():
+        full, _ = att(x, x, x, attn_mask=future, need_weights=False)
+        if "localness" not in spec:
+            for b in range(2):
+                ref = plain_rel_pos(att, x[:, b], 2, causal=True)
+                torch.testing.assert_close(full[:, b], ref, atol=2e-5, rtol=1e-4)
+        state: dict = {}
+        steps = [att(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state)[0]
+                 for t in range(T)]  # fmt: skip
+    torch.testing.assert_close(torch.cat(steps), full, atol=2e-5, rtol=1e-4)
+
+
+def test_gradients_and_low_precision():
+    att = make_attention("encoder_self", "rel_pos[clip=4]").train()
+    x = torch.randn(T, B, C)
+    mask = padding([T, 3, 0], T, left=True)  # the last sentence is only padding
+    out, _ = att(x, x, x, key_padding_mask=mask, need_weights=False)
+    out.pow(2).sum().backward()
+    rel = att.modifiers[0]
+    assert rel.rel_key.weight.grad.abs().sum() > 0
+    assert rel.rel_value.weight.grad.abs().sum() > 0
+    assert torch.isfinite(out).all()
+    for dtype in (torch.bfloat16, torch.float16):
+        low = make_attention("encoder_self", "rel_pos[clip=4]").to(dtype)
+        with torch.no_grad():
+            out_low, _ = low(x.to(dtype), x.to(dtype), x.to(dtype), key_padding_mask=mask)
+        assert torch.isfinite(out_low).all()
+
+
+def test_rejects_cross_attention():
+    from localnmt.attention import SpecError
+
+    site = AttentionSite("cross", 0, num_layers=1, embed_dim=C, num_heads=H)
+    with pytest.raises(SpecError, match="does not apply to cross"):
+        build_modifiers(parse_spec("rel_pos"), site)
+
+
+def _tiny_model(decoder_spec: str):
+    """A real localnmt_transformer (tiny sizes) with ``decoder_spec`` in decoder self-attention."""
+    from types import SimpleNamespace
+
+    from fairseq import options
+    from fairseq.data import Dictionary
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    d = Dictionary()
+    for i in range(20):
+        d.add_symbol(f"w{i}")
+    argv = ["/x", "--arch", "localnmt_tiny", "--share-all-embeddings", "--dropout", "0",
+            "--decoder-attn-modifiers", decoder_spec,
+            "--encoder-attn-modifiers", "localness[layers=1] + rel_pos",
+            "--cross-attn-modifiers", "localness[window=head]"]  # fmt: skip
+    ns = options.parse_args_and_arch(options.get_training_parser(), argv)
+    task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
+    torch.manual_seed(0)
+    return ARCH_MODEL_REGISTRY["localnmt_tiny"].build_model(ns, task).eval(), d
+
+
+def test_model_level_incremental_decoding_equals_full():
+    model, d = _tiny_model("localness[window=query] + rel_pos[clip=3]")
+    torch.manual_seed(1)
+    src = torch.randint(4, len(d), (2, 7))
+    src[1, :3] = d.pad()  # left-padded source, as fairseq batches it
+    src_lengths = (src != d.pad()).sum(1)
+    prev = torch.randint(4, len(d), (2, 6))
+    prev[:, 0] = d.eos()
+    with torch.no_grad():
+        enc = model.encoder(src, src_lengths=src_lengths)
+        full, _ = model.decoder(prev, encoder_out=enc)
+        state: dict = {}
+        steps = [
+            model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0]
+            for t in range(prev.size(1))
+        ]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-4, rtol=1e-4)

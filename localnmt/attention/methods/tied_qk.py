@@ -40,9 +40,10 @@ class TiedQK(AttentionModifier):
     def validate(cls, options: TiedOptions, site: AttentionSite) -> None:
         super().validate(options, site)
         if options.groups < 1 or site.num_heads % options.groups:
+            valid = [str(g) for g in range(1, site.num_heads + 1) if site.num_heads % g == 0]
             raise SpecError(
                 f"tied_qk: groups={options.groups} must divide the {site.num_heads} heads "
-                f"(valid: {', '.join(str(g) for g in range(1, site.num_heads + 1) if site.num_heads % g == 0)})"
+                f"(valid: {', '.join(valid)})"
             )
 
     def __init__(self, options: TiedOptions, site: AttentionSite, heads: list[int] | None = None):

@@ -1,0 +1,107 @@
+"""Timing and peak memory of one callable, and A/B interleaved timing of several.
+
+Time: ``time.perf_counter`` around the call on CPU; CUDA events with a synchronize on GPU.
+Peak memory (bytes allocated by torch during the call, above what was live before it):
+
+- GPU: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``.
+- CPU: the torch profiler with ``profile_memory=True``: every allocation and free of the call
+  is an event; the peak of their running sum is the call's peak. Chosen over the resident-set
+  delta, which the allocator's caching and never-shrinking peak RSS make meaningless for
+  repeated measurements in one process, and over ``tracemalloc``, which does not see torch.
+  The profiled call is a separate run, never one of the timed ones.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_call(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall seconds of one ``fn()`` (CUDA: event time, synchronized)."""
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        synchronize(device)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0
+    begin = time.perf_counter()
+    fn()
+    return time.perf_counter() - begin
+
+
+def interleaved(
+    fns: dict[str, Callable[[], object]],
+    device: torch.device,
+    *,
+    warmup: int,
+    repeats: int,
+) -> dict[str, list[float]]:
+    """Seconds per call of each function, A/B interleaved: every repeat calls each function
+    once (the order alternates between repeats, so a slow drift of the machine hits all
+    alike). ``warmup`` untimed rounds first."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    synchronize(device)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            times[name].append(time_call(fns[name], device))
+    return times
+
+
+def median_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """Median over repeats of ``numerator[i] / denominator[i]`` (paired, same repeat)."""
+    return statistics.median(n / d for n, d in zip(numerator, denominator) if d > 0)
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
+    """Peak bytes torch allocates during ``fn()`` above what was live before (see module doc)."""
+    if device.type == "cuda":
+        synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - before)
+    return cpu_peak_memory(fn)
+
+
+def cpu_peak_memory(fn: Callable[[], object]) -> int:
+    """Peak of the running sum of CPU allocation events recorded by the torch profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = _memory_events(prof)
+    current = peak = 0
+    for _, nbytes in events:
+        current += nbytes
+        peak = max(peak, current)
+    return int(peak)
+
+
+def _memory_events(prof) -> list[tuple[int, int]]:
+    """``(time ns, bytes)`` of the profile's CPU allocation (+) and free (−) events."""
+    out = []
+    for event in prof.profiler.kineto_results.events():
+        if event.name() != "[memory]":
+            continue
+        if str(event.device_type()).split(".")[-1] != "CPU":
+            continue
+        out.append((event.start_ns(), event.nbytes()))
+    out.sort()
+    return out

@@ -1,0 +1,142 @@
+"""The benchmark harness on a tiny config produces well-formed JSON, markdown and PNG.
+
+No timing assertions: only the structure of the outputs (one row, one length, one repeat).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import attention_layer as attn
+from bench import run
+from bench.measure import cpu_peak_memory, interleaved, median_ratio
+from bench.report import memory_exponent
+from bench.synthetic import make_batch, make_dictionary
+from localnmt.attention.kernels import kernel_names
+
+TINY = [
+    "--embed-dim", "32", "--ffn-dim", "64", "--vocab", "64",
+    "--lengths", "8", "--max-tokens", "16", "--gen-batch", "2",
+    "--repeats", "1", "--warmup", "0",
+    "--attn-lengths", "16", "--attn-batch", "2", "--attn-heads", "2", "--attn-head-dim", "8",
+    "--device", "cpu",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    argv = [
+        *TINY,
+        "--rows", "vaswani2017/*/base",
+        "--methods", "plain", "fairseq_mha",
+        "--sections", "train,generate,attention",
+        "--out", str(out),
+    ]  # fmt: skip
+    assert run.main(argv) == 0
+    return out
+
+
+def test_json_is_well_formed(tiny_run):
+    result = json.loads((tiny_run / "bench.json").read_text())
+    assert {"machine", "config", "train", "generate", "attention", "errors"} <= set(result)
+    machine = result["machine"]
+    for key in ("cpu", "cores", "torch", "device", "device_name", "torch_threads"):
+        assert machine[key] not in (None, "")
+    assert result["errors"] == []
+    (train,) = result["train"]
+    assert train["row"] == "vaswani2017/table-3/transformer-base/base"
+    assert train["length"] == 8 and train["params_delta"] == 0
+    for key in ("throughput_ratio", "baseline_tokens_per_s", "candidate_tokens_per_s"):
+        assert train[key] > 0
+    assert train["baseline_peak_bytes"] > 0 and train["candidate_peak_bytes"] > 0
+    assert len(train["baseline_seconds"]) == len(train["candidate_seconds"]) == 1
+    (gen,) = result["generate"]
+    assert gen["speed_ratio"] > 0 and gen["sentences"] == 2
+    assert gen["output_tokens"] == [9]  # 8 steps with EOS masked, then EOS
+    methods = {(r["method"], r["length"]) for r in result["attention"]}
+    assert methods == {("plain", 16), ("fairseq_mha", 16)}
+    for rec in result["attention"]:
+        assert rec["status"] == "ok" and rec["time_ratio"] > 0
+    paths = {r["method"]: r["path"] for r in result["attention"]}
+    assert paths["fairseq_mha"] == "fairseq"
+    assert paths["plain"] in kernel_names() + ["dense"]
+
+
+def test_markdown_and_png(tiny_run):
+    text = (tiny_run / "bench.md").read_text()
+    assert text.startswith("# localnmt benchmarks")
+    machine = json.loads((tiny_run / "bench.json").read_text())["machine"]
+    assert machine["cpu"] in text and machine["torch"] in text  # the machine is stated
+    for title in ("## Training throughput", "## Beam search", "## One attention layer"):
+        assert title in text
+    for block in text.split("\n\n"):
+        lines = [line for line in block.splitlines() if line.startswith("|")]
+        if lines:  # every table line has the header's number of cells
+            assert all(line.endswith("|") for line in lines)
+            assert len({line.count(" | ") for line in lines if not set(line) <= set("|-")}) == 1
+    assert "| vaswani2017/table-3/transformer-base/base | localnmt_base |" in text
+    assert (tiny_run / "bench.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bad_section_is_rejected():
+    with pytest.raises(SystemExit):
+        run.main([*TINY, "--sections", "nonsense"])
+
+
+def test_interleaved_and_ratio():
+    calls = []
+    times = interleaved(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+        run.torch.device("cpu"),
+        warmup=1,
+        repeats=3,
+    )
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then alternating order
+    assert [len(v) for v in times.values()] == [3, 3]
+    assert median_ratio([2.0, 4.0, 9.0], [1.0, 1.0, 3.0]) == 3.0
+
+
+def test_cpu_peak_memory_sees_torch_allocations():
+    import torch
+
+    def alloc():
+        x = torch.empty(1 << 20, dtype=torch.uint8)  # 1 MiB, freed at return
+        y = torch.empty(1 << 19, dtype=torch.uint8)
+        del x, y
+
+    assert cpu_peak_memory(alloc) >= (1 << 20) + (1 << 19)
+
+
+def test_synthetic_batch_padding():
+    d = make_dictionary(50)
+    b = make_batch(d, 4, 10, jitter=0.5, seed=0)
+    assert len(d) == 50
+    assert b.src_tokens.shape == b.target.shape == b.prev_output_tokens.shape == (4, 10)
+    for i in range(4):
+        n = int(b.src_lengths[i])
+        assert (b.src_tokens[i, : 10 - n] == d.pad()).all()  # left padding
+        assert b.src_tokens[i, -1] == d.eos()
+    assert (b.prev_output_tokens[:, 0] == d.eos()).all()
+    for i in range(4):
+        t = int(b.target[i].ne(d.pad()).sum())
+        assert b.target[i, t - 1] == d.eos() and (b.target[i, t:] == d.pad()).all()
+        assert (b.prev_output_tokens[i, 1:t] == b.target[i, : t - 1]).all()
+    assert b.target_tokens == int(b.target.ne(d.pad()).sum())
+
+
+def test_memory_exponent():
+    assert memory_exponent([64, 128, 256], [1.0, 2.0, 4.0]) == pytest.approx(1.0)
+    assert memory_exponent([64, 128, 256], [1.0, 4.0, 16.0]) == pytest.approx(2.0)
+    assert memory_exponent([64], [1.0]) is None
+
+
+def test_every_registered_method_has_an_entry():
+    from localnmt.attention.modifier import modifier_names
+
+    entries = attn.default_entries()
+    named = {e.spec.split("[")[0] for e in entries}
+    assert set(modifier_names()) <= named
+    assert attn.parse_entry("cross:plain") == attn.MethodEntry("cross", "plain")

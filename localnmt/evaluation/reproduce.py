@@ -55,6 +55,8 @@ def train_command(
             cmd += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
     if args.cpu:
         cmd.append("--cpu")
+    user_dir = default_user_dir()  # decided once here, so train.sh need not probe again
+    cmd += ["--user-dir", user_dir] if user_dir else ["--no-user-dir"]
     if args.precision:
         cmd.append(args.precision)
     return cmd + ["--", *row.get("args", []), *args.extra]
@@ -262,6 +264,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rescore", action="store_true", help="re-evaluate even if scores exist")
     args = p.parse_args(argv)
     args.extra = extra
+    if args.gpus is None and not args.cpu:
+        import torch
+
+        args.cpu = not torch.cuda.is_available()
     return args
 
 

@@ -5,8 +5,6 @@ window analysis (Figures 2 and 3) on the trained checkpoint."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -44,9 +42,11 @@ def test_train_generate(trained):
 
 def test_window_analysis(trained, tmp_path):
     data, result = trained
-    cmd = [sys.executable, "-m", "localnmt.analysis.localness_windows", "--data", str(data),
-           "--path", str(result.checkpoint), "--subset", "valid", "--out", str(tmp_path)]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    from localnmt.analysis import localness_windows
+
+    argv = ["--data", str(data), "--path", str(result.checkpoint), "--subset", "valid",
+            "--out", str(tmp_path)]  # fmt: skip
+    assert localness_windows.main(argv) == 0
     npz = np.load(tmp_path / "windows.npz")
     for layer in (1, 2, 3):
         p, d = npz[f"encoder_self.layer{layer}.P"], npz[f"encoder_self.layer{layer}.D"]

@@ -39,7 +39,8 @@ def fold(problem: AttentionProblem) -> tuple[Tensor, Tensor] | None:
     jc = j - center
     b = b + 2 * a * center[:, :, None]  # (B, H|1, Tq)
     reach = jc.abs().amax(dim=1)[:, None, None]  # (B, 1, 1)
-    if float((a.abs() * reach * reach + b.abs() * reach).amax()) > MAX_FOLD_MAGNITUDE:
+    magnitude = (a.abs() * reach * reach + b.abs() * reach).amax()
+    if float(magnitude.detach()) > MAX_FOLD_MAGNITUDE:
         return None
     bsz, heads, tq, _ = problem.q.shape
     tk = problem.k.size(2)
@@ -86,7 +87,8 @@ def benchmark(
 ) -> list[tuple[int, float]]:
     """Median time ratio fold / dense-bias SDPA, forward + backward of one localness attention
     layer (B=batch, H=8, d=64), A and B interleaved in one process. Prints and returns
-    ``[(T, ratio)]``."""
+    ``[(T, ratio)]``. Run with ``OMP_WAIT_POLICY=PASSIVE python -c "from
+    localnmt.attention.fast.gaussian_fold import benchmark; benchmark()"``."""
     import statistics
     import time
 
@@ -127,7 +129,3 @@ def benchmark(
         results.append((length, statistics.median(ratios)))
         print(f"T={length}: fold / dense-bias SDPA = {results[-1][1]:.2f}")
     return results
-
-
-if __name__ == "__main__":
-    benchmark()

@@ -78,13 +78,10 @@ def peak_memory_mb(step, args, window: int) -> float:
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step(*args, window)
-    events = sorted(
-        (e for e in prof.events() if getattr(e, "cpu_memory_usage", 0)),
-        key=lambda e: e.time_range.start,
-    )
+    events = sorted(prof.events(), key=lambda e: e.time_range.start)
     current = peak = 0
-    for e in events:
-        current += e.cpu_memory_usage
+    for e in events:  # self usage: each (de)allocation counted once, at the op that made it
+        current += e.self_cpu_memory_usage
         peak = max(peak, current)
     for a in args:
         a.grad = None

@@ -8,4 +8,3 @@ notes"). A value already set in the environment wins.
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep the memory profiler quiet

@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--vocab", type=int, default=32000, help="joined vocabulary size")
     g.add_argument("--beam", type=int, default=4)
-    g.add_argument("--gen-batch", type=int, help="sentences per beam search (default 8, quick 4)")
+    g.add_argument("--gen-batch", type=int, help="sentences per beam search (default 8, quick 2)")
     g.add_argument(
         "--jitter",
         type=float,
@@ -143,7 +143,7 @@ def resolve(args: argparse.Namespace, device: torch.device) -> argparse.Namespac
     default("warmup", 2, 1)
     default("lengths", [16, 32, 64, 128], [16, 32])
     default("max_tokens", 4096 if device.type == "cuda" else 1024, 256)
-    default("gen_batch", 8, 4)
+    default("gen_batch", 8, 2)
     default("attn_lengths", [64, 128, 256, 512, 1024, 2048], [64, 128, 256, 512])
     default("attn_batch", 32, 4)
     if args.native_size:
@@ -170,14 +170,29 @@ def select_rows(args: argparse.Namespace) -> list:
             if any(fnmatch.fnmatch(r.name, pat) or r.name == pat for pat in args.rows)
         ]
     elif args.quick and not args.paper:
-        seen: set[str] = set()
-        picked = []
-        for r in rows:
-            if r.size == "base" and r.paper not in seen:
-                seen.add(r.paper)
-                picked.append(r)
-        rows = picked
+        rows = quick_rows(rows)
     return rows
+
+
+def quick_rows(rows: list) -> list:
+    """The plain base row (pipeline overhead) and, per paper, its first base row that
+    configures an attention method (a paper's own baseline rows are plain)."""
+    picked, seen = [], set()
+    for r in sorted(rows, key=lambda r: r.paper != "vaswani2017"):  # stable: its base first
+        if r.size != "base" or r.paper in seen:
+            continue
+        try:
+            ns = parse_model_args(r.arch, r.args, [])
+        except (Exception, SystemExit):
+            continue
+        flags = ("encoder_attn_modifiers", "decoder_attn_modifiers", "cross_attn_modifiers")
+        plain = not any(getattr(ns, flag, None) for flag in flags)
+        if plain and picked:
+            continue  # the first plain row stands for every paper's baseline
+        if not plain:
+            seen.add(r.paper)
+        picked.append(r)
+    return picked
 
 
 def log(message: str) -> None:

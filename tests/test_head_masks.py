@@ -185,3 +185,20 @@ def test_gradients_reach_parameters():
     for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
         assert getattr(attn, name).weight.grad.abs().sum() > 0, name
     assert x.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_renormalised_variant_runs_on_the_band_kernel(side, monkeypatch):
+    from localnmt.attention import kernels
+
+    if "band" not in kernels.kernel_names():
+        pytest.skip("no band kernel registered")
+    attn = make("local_heads_renorm[masks=band1;band2;identity;band3;band1;identity;band2;band6]")
+    t = 40
+    x = torch.randn(t, B, E)
+    pad = padding([t, 29, 3], t, side)
+    dense, _ = attn(x, x, x, key_padding_mask=pad, need_weights=True)
+    monkeypatch.setattr(kernels, "FORCE_KERNEL", "band")
+    fast, _ = attn(x, x, x, key_padding_mask=pad, need_weights=False)
+    real = ~pad.T[:, :, None]
+    torch.testing.assert_close(fast * real, dense * real, atol=1e-5, rtol=1e-5)

@@ -231,10 +231,11 @@ def with_kernel(fn: Callable[[], None], name: str | None) -> Callable[[], None]:
     return run
 
 
-def chosen_path(layer: nn.Module, inputs: LayerInputs) -> str:
+def chosen_path(layer: nn.Module, inputs: LayerInputs, kernel: str | None = None) -> str:
     """Which code path the pipeline takes on these inputs: ``dense`` (the reference, when
     probabilities are needed), the first registered kernel that accepts the problem, or
-    ``fairseq`` for fairseq's module."""
+    ``fairseq`` for fairseq's module. With ``kernel`` only that one is tried (forced): a
+    RuntimeError says it declined."""
     from localnmt.attention import kernels, pipeline
 
     if not isinstance(layer, pipeline.LocalAttention):
@@ -253,12 +254,12 @@ def chosen_path(layer: nn.Module, inputs: LayerInputs) -> str:
             forward()
             if calls:
                 return "dense"
-            for name in kernels.kernel_names():
+            for name in [kernel] if kernel else kernels.kernel_names():
                 with forced_kernel(name):
                     try:
                         forward()
                     except RuntimeError as err:
-                        if "declined" in str(err):
+                        if "declined" in str(err) and kernel is None:
                             continue
                         raise
                 return name

@@ -290,8 +290,8 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
     panels = (2 if attention else 0) + (1 if training else 0)
     fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4.5), squeeze=False)
     axes = list(axes[0])
+    series: dict[str, list[dict]] = defaultdict(list)
     if attention:
-        series: dict[str, list[dict]] = defaultdict(list)
         for r in attention:
             series[f"{r['method']} [{r['kernel']}]"].append(r)
         plain: dict[int, list[dict]] = defaultdict(list)
@@ -328,7 +328,8 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
             ax.set_xlabel("T")
             ax.set_ylabel(ylabel)
             ax.grid(True, which="both", alpha=0.3)
-        time_ax.legend(fontsize=7)
+        handles, labels = time_ax.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
         time_ax.set_title("one attention layer")
         mem_ax.set_title("one attention layer")
     if training:
@@ -346,7 +347,8 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
         ax.legend(fontsize=6)
         ax.grid(True, alpha=0.3)
     fig.suptitle(describe(result["machine"]), fontsize=8)
-    fig.tight_layout()
+    rows_of_legend = math.ceil(len(series) / 3) + 1 if attention else 0
+    fig.tight_layout(rect=(0, 0.04 * rows_of_legend, 1, 0.96))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

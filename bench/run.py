@@ -357,8 +357,7 @@ def run_attention(args: argparse.Namespace, device: torch.device, result: dict[s
                     entry.site, batch, length, dim, device, dtype, seed=args.seed + length
                 )
                 try:
-                    with attn.forced_kernel(kernel):
-                        path = attn.chosen_path(layer, inputs) if kernel is None else kernel
+                    path = attn.chosen_path(layer, inputs, kernel)
                     rec["path"] = path
                     dense_bytes = batch * heads * length * length * 4
                     if path == "dense" and 4 * dense_bytes > budget:

@@ -17,12 +17,33 @@ from bench.synthetic import make_batch, make_dictionary
 from localnmt.attention.kernels import kernel_names
 
 TINY = [
-    "--embed-dim", "32", "--ffn-dim", "64", "--vocab", "64",
-    "--lengths", "8", "--max-tokens", "16", "--gen-batch", "2",
-    "--repeats", "1", "--warmup", "0",
-    "--attn-lengths", "16", "--attn-batch", "2", "--attn-heads", "2", "--attn-head-dim", "8",
-    "--device", "cpu",
-]  # fmt: skip
+    "--embed-dim",
+    "32",
+    "--ffn-dim",
+    "64",
+    "--vocab",
+    "64",
+    "--lengths",
+    "8",
+    "--max-tokens",
+    "16",
+    "--gen-batch",
+    "2",
+    "--repeats",
+    "1",
+    "--warmup",
+    "0",
+    "--attn-lengths",
+    "16",
+    "--attn-batch",
+    "2",
+    "--attn-heads",
+    "2",
+    "--attn-head-dim",
+    "8",
+    "--device",
+    "cpu",
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +51,16 @@ def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     argv = [
         *TINY,
-        "--rows", "vaswani2017/*/base",
-        "--methods", "plain", "fairseq_mha",
-        "--sections", "train,generate,attention",
-        "--out", str(out),
-    ]  # fmt: skip
+        "--rows",
+        "vaswani2017/*/base",
+        "--methods",
+        "plain",
+        "fairseq_mha",
+        "--sections",
+        "train,generate,attention",
+        "--out",
+        str(out),
+    ]
     assert run.main(argv) == 0
     return out
 
@@ -140,3 +166,28 @@ def test_every_registered_method_has_an_entry():
     named = {e.spec.split("[")[0] for e in entries}
     assert set(modifier_names()) <= named
     assert attn.parse_entry("cross:plain") == attn.MethodEntry("cross", "plain")
+
+
+def test_every_kernel_forced_is_ok_or_declined(tmp_path):
+    argv = [
+        *TINY,
+        "--sections",
+        "attention",
+        "--methods",
+        "plain",
+        "csan_1d",
+        "localness",
+        "--kernels",
+        "all",
+        "--no-memory",
+        "--out",
+        str(tmp_path),
+    ]
+    assert run.main(argv) == 0
+    result = json.loads((tmp_path / "bench.json").read_text())
+    kernels = {r["kernel"] for r in result["attention"]}
+    assert kernels == {"auto", *kernel_names()}
+    for rec in result["attention"]:
+        assert rec["status"] in ("ok", "declined"), rec
+        if rec["kernel"] != "auto" and rec["status"] == "ok" and rec["path"] != "dense":
+            assert rec["path"] == rec["kernel"]

@@ -46,6 +46,8 @@ class Generator:
         )
 
     def run(self, batch: Batch) -> list:
+        if self.model.training:  # the same model is also trained (train mode)
+            self.model.eval()
         sample = {"net_input": batch.net_input()}
         with torch.no_grad(), autocast(self.device, self.dtype):
             return self.generator.generate([self.model], sample)

@@ -41,6 +41,8 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(device.type, enabled=enabled)
 
     def step(self, batch: Batch) -> float:
+        if not self.model.training:  # the same model also runs beam search (eval mode)
+            self.model.train()
         with autocast(self.device, self.dtype):
             logits, _ = self.model(batch.src_tokens, batch.src_lengths, batch.prev_output_tokens)
         loss = F.cross_entropy(

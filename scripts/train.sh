@@ -67,7 +67,7 @@ RECIPE_ARGS=(--size "$SIZE" --world-size "$WORLD")
 [[ -n "$MAX_TOKENS" ]] && RECIPE_ARGS+=(--max-tokens "$MAX_TOKENS")
 [[ -n "$MAX_UPDATE" ]] && RECIPE_ARGS+=(--max-update "$MAX_UPDATE")
 [[ -n "$LAYERS" ]] && RECIPE_ARGS+=(--layers "$LAYERS")
-recipe_out="$("$PYTHON" -m localnmt.evaluation.recipes "${RECIPE_ARGS[@]}")"
+recipe_out="$("$PYTHON" "$REPO_ROOT/localnmt/evaluation/recipes.py" "${RECIPE_ARGS[@]}")"
 mapfile -t HPARAMS <<<"$recipe_out"
 
 ARGS=("$DATA" --arch "$ARCH" --save-dir "$SAVE_DIR" "${HPARAMS[@]}")

@@ -25,7 +25,16 @@ def test_shellcheck_clean() -> None:
 
 
 def _dry(*args: str) -> str:
-    cmd = ["bash", str(SCRIPTS / "train.sh"), "--data", "BIN", "--save-dir", "CK", "--dry-run"]
+    cmd = [
+        "bash",
+        str(SCRIPTS / "train.sh"),
+        "--data",
+        "BIN",
+        "--save-dir",
+        "CK",
+        "--dry-run",
+        "--no-user-dir",
+    ]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, check=True).stdout
 
 
@@ -100,5 +109,5 @@ def test_reproduce_tiny_end_to_end(tmp_path: Path) -> None:
     assert results["scores"]["fixture_base"]["sentences"] == 12  # no test sentence dropped
     run = tmp_path / "work" / "vaswani2017_table1" / "fixture_prenorm"
     assert (run / "checkpoints" / "checkpoint_avg2.pt").exists()
-    assert "--encoder-normalize-before" in (run / "train.log").read_text()
+    assert "encoder_normalize_before=True" in (run / "train.log").read_text()
     assert len((run / "eval" / "hyp.txt").read_text().splitlines()) == 12

@@ -21,7 +21,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from localnmt.evaluation.batching import PAPER_TOKENS_PER_UPDATE, update_freq
+if __package__:
+    from localnmt.evaluation.batching import PAPER_TOKENS_PER_UPDATE, update_freq
+else:  # run as a file by train.sh: skip importing the plugin (fairseq start-up takes seconds)
+    from batching import PAPER_TOKENS_PER_UPDATE, update_freq  # type: ignore[no-redef]
 
 
 @dataclass(frozen=True)

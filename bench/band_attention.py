@@ -24,6 +24,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from localnmt.attention.fast.band import band_attention  # noqa: E402
+from localnmt.attention.methods.csan import expand_heads  # noqa: E402
 
 
 def dense_step(q, k, v, window: int) -> None:
@@ -49,10 +50,7 @@ def band_step(q, k, v, window: int) -> None:
 def band2d_step(q, k, v, window: int) -> None:
     heads = q.size(1)
     half = torch.full((heads,), window // 2, dtype=torch.long)
-    index = (torch.arange(heads)[:, None] + torch.arange(-1, 2)[None, :]) % heads
-    b, h, t, d = k.shape
-    k3 = k[:, index.reshape(-1)].reshape(b, h, 3 * t, d)
-    v3 = v[:, index.reshape(-1)].reshape(b, h, 3 * t, d)
+    k3, v3 = expand_heads(k, 3), expand_heads(v, 3)
     band_attention(q, k3, v3, half, half, groups=3).sum().backward()
 
 

@@ -113,12 +113,9 @@ class Csan2D(AttentionModifier):
         return index
 
     def transform(self, ctx: AttentionContext) -> None:
-        bsz, num_heads, tk, dim = ctx.k.shape
         groups = self.options.area_heads
-        index = self.head_index(num_heads, ctx.k.device).reshape(-1)
-        # (B, H·G, Tk, d) → (B, H, G·Tk, d): group g of head h holds head index[h, g]
-        ctx.k = ctx.k[:, index].reshape(bsz, num_heads, groups * tk, dim)
-        ctx.v = ctx.v[:, index].reshape(bsz, num_heads, groups * tk, dim)
+        ctx.k = expand_heads(ctx.k, groups, self.head_selection)
+        ctx.v = expand_heads(ctx.v, groups, self.head_selection)
         if ctx.key_padding_mask is not None:
             ctx.key_padding_mask = ctx.key_padding_mask.repeat(1, groups)
         ctx.key_positions = ctx.key_positions.repeat(1, groups)
@@ -127,3 +124,18 @@ class Csan2D(AttentionModifier):
     def restrict(self, ctx: AttentionContext) -> BandMask:
         half = self.options.window // 2
         return BandMask(left=half, right=half)
+
+
+def expand_heads(
+    x: torch.Tensor, groups: int, selection: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Eq. 7–8 layout: ``(B, H, T, d)`` → ``(B, H, G·T, d)``, group ``g`` of head ``h`` = head
+    ``(h + g - G//2) mod H`` (wrap-around). Rolls, not an index gather: the backward of a roll is
+    a roll, the backward of a gather a slow scatter-add. Unselected heads keep their own keys."""
+    half = groups // 2
+    parts = [torch.roll(x, shifts=-offset, dims=1) for offset in range(-half, half + 1)]
+    if selection is not None:
+        keep = selection.to(x.device).view(1, -1, 1, 1)
+        parts = [torch.where(keep, part, x) for part in parts]
+    bsz, heads, t, dim = x.shape
+    return torch.stack(parts, dim=2).reshape(bsz, heads, groups * t, dim)

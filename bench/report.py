@@ -104,23 +104,26 @@ def _training_md(result: dict[str, Any]) -> list[str]:
         f"Forward, backward and Adam step on synthetic batches of about {cfg['max_tokens']} "
         f"target tokens; {cfg['embed_dim'] or 'native'} dims / {cfg['ffn_dim'] or 'native'} FFN, "
         f"each row's own layer and head counts; vocabulary {cfg['vocab']}. Target: ≥ 0.95 for "
-        f"rows with extra parameters, ≥ 1.0 otherwise (median over T ≤ {WMT_MAX_LENGTH}).",
+        f"rows with extra parameters, ≥ 1.0 otherwise (median over T ≤ {WMT_MAX_LENGTH}). "
+        "params: this build (size overrides applied); paper: the count the paper prints.",
         "",
     ]
-    header = ["row", "arch", "Δparams", *(f"T={t}" for t in lengths), "target", "met"]
+    header = ["row", "arch", "params (M)", "paper (M)", "Δparams", *(f"T={t}" for t in lengths)]
+    header += ["target", "met"]
     rows = []
     for name, by_len in grouped.items():
         first = next(iter(by_len.values()))
         target = training_target(first["params_delta"])
         wmt = [r["throughput_ratio"] for t, r in by_len.items() if t <= WMT_MAX_LENGTH]
         rows.append(
-            [name, first["arch"], f"{first['params_delta']:+,}"]
+            [name, first["arch"], f"{first['params'] / 1e6:.2f}"]
+            + [_fmt(first.get("paper_params_m")), f"{first['params_delta']:+,}"]
             + [_fmt(by_len[t]["throughput_ratio"]) if t in by_len else "–" for t in lengths]
             + [f"{target:.2f}", _meets(wmt, target)]
         )
     lines += _table(header, rows)
     base = (
-        ["fairseq baseline tokens/s", "", ""]
+        ["fairseq baseline tokens/s", "", "", "", ""]
         + [
             _fmt(
                 statistics.median(r["baseline_tokens_per_s"] for r in records if r["length"] == t),

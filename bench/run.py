@@ -156,8 +156,7 @@ def resolve(args: argparse.Namespace, device: torch.device) -> argparse.Namespac
 
 
 def select_rows(args: argparse.Namespace) -> list:
-    """Catalog rows after --paper / --rows; --quick without them: the first base row of each
-    paper."""
+    """Catalog rows after --paper / --rows; --quick without them: :func:`quick_rows`."""
     from localnmt.catalog import all_rows
 
     rows = all_rows()
@@ -244,6 +243,7 @@ def run_models(args: argparse.Namespace, device: torch.device, result: dict[str,
             "arch": row.arch,
             "args": list(row.args),
             "params": count_parameters(candidate),
+            "paper_params_m": row.paper_params,
             "baseline_params": base["params"],
         }
         info["params_delta"] = info["params"] - info["baseline_params"]

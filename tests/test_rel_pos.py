@@ -132,12 +132,46 @@ def test_gradients_and_low_precision():
         assert torch.isfinite(out_low).all()
 
 
-def test_rejects_cross_attention():
-    from localnmt.attention import SpecError
-
+@pytest.mark.parametrize("left", [True, False])
+def test_cross_attention_plain_and_incremental(left):
+    """Authors' variant: distance between source position j and target step i."""
+    torch.manual_seed(0)
     site = AttentionSite("cross", 0, num_layers=1, embed_dim=C, num_heads=H)
-    with pytest.raises(SpecError, match="does not apply to cross"):
-        build_modifiers(parse_spec("rel_pos"), site)
+    mods = build_modifiers(parse_spec("rel_pos[clip=2]"), site)
+    att = LocalAttention(C, H, site=site, modifiers=mods, encoder_decoder_attention=True).eval()
+    mask = padding([T, 4], T, left)
+    mem, x = torch.randn(T, 2, C), torch.randn(5, 2, C)
+    rel = att.modifiers[0]
+    d = C // H
+    with torch.no_grad():
+        full, _ = att(x, mem, mem, key_padding_mask=mask, static_kv=True, need_weights=False)
+        state: dict = {}
+        steps = [
+            att(x[t : t + 1], mem, mem, key_padding_mask=mask, incremental_state=state,
+                static_kv=True)[0]
+            for t in range(5)
+        ]  # fmt: skip
+        for b in range(2):
+            real = (~mask[b]).nonzero().squeeze(1)
+            q = linear(att.q_proj, x[:, b])
+            k, v = linear(att.k_proj, mem[real, b]), linear(att.v_proj, mem[real, b])
+            heads = []
+            for h in range(H):
+                sl = slice(h * d, (h + 1) * d)
+                e = torch.empty(5, len(real))
+                for i in range(5):
+                    for j in range(len(real)):
+                        a_k = rel.rel_key.weight[max(-2, min(2, j - i)) + 2]
+                        e[i, j] = q[i, sl] @ (k[j, sl] + a_k) / math.sqrt(d)
+                alpha = torch.softmax(e, -1)
+                z = alpha @ v[:, sl]
+                for i in range(5):
+                    for j in range(len(real)):
+                        z[i] += alpha[i, j] * rel.rel_value.weight[max(-2, min(2, j - i)) + 2]
+                heads.append(z)
+            ref = linear(att.out_proj, torch.cat(heads, -1))
+            torch.testing.assert_close(full[:, b], ref, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(torch.cat(steps), full, atol=2e-5, rtol=1e-4)
 
 
 def _tiny_model(decoder_spec: str):
@@ -154,7 +188,7 @@ def _tiny_model(decoder_spec: str):
     argv = ["/x", "--arch", "localnmt_tiny", "--share-all-embeddings", "--dropout", "0",
             "--decoder-attn-modifiers", decoder_spec,
             "--encoder-attn-modifiers", "localness[layers=1] + rel_pos",
-            "--cross-attn-modifiers", "localness[window=head]"]  # fmt: skip
+            "--cross-attn-modifiers", "localness[window=head] + rel_pos[clip=2]"]  # fmt: skip
     ns = options.parse_args_and_arch(options.get_training_parser(), argv)
     task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
     torch.manual_seed(0)

@@ -1,9 +1,10 @@
 """Shaw et al. (2018), "Self-Attention with Relative Position Representations": Rel_Pos alone.
 
 Relative key/value embeddings with clipping distance k = 16 in every encoder and decoder
-self-attention layer. fairseq's sinusoidal absolute positions are kept (as in Yang et al.
-2018's Table 4 re-implementation); add ``--no-token-positional-embeddings`` for the
-relative-only variant of Shaw et al.'s ablation.
+self-attention layer, replacing the absolute position encodings (Shaw et al. report no gain
+from combining both), hence ``--no-token-positional-embeddings``. Yang et al.'s Table 4
+"+ Rel_Pos" rows (catalog/yang2018.py) are the authors' variant: absolute positions kept and
+relative tables in cross-attention too.
 """
 
 from localnmt.catalog import CatalogRow
@@ -13,6 +14,7 @@ REL_POS = (
     "rel_pos[clip=16]",
     "--decoder-attn-modifiers",
     "rel_pos[clip=16]",
+    "--no-token-positional-embeddings",
 )
 
 ROWS = [

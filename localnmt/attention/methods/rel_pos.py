@@ -9,12 +9,16 @@ Shaw et al. (2018), eqs. 3–5 (as numbered in that paper)::
 
 ``w^K`` and ``w^V`` are ``(2k+1) × head_dim`` tables, one pair per layer, shared across heads.
 
-Choices: ``clip`` defaults to k = 16 (the distance of Shaw et al.'s main experiments and THUMT's
-``max_relative_dis``); distances are ``ctx.key_positions − ctx.query_positions`` (counted from each
-sentence's first real token, also in incremental decoding); self-attention sites only (a
-target/source distance has no meaning in cross-attention). Sizes: 2·33·64 = 4,224 parameters per
-layer, ×12 self-attention layers = +0.05M (Yang et al. Table 4 prints +0.1M from rounded totals).
-The value term needs the probabilities, so a layer with rel_pos runs the dense reference path.
+Choices: ``clip`` defaults to k = 16 (the authors' THUMT code for Yang et al.'s Table 4 uses
+k = 16); distances are ``ctx.key_positions − ctx.query_positions`` (counted from each sentence's
+first real token, also in incremental decoding). Shaw et al. use self-attention only; the
+authors' code for Yang et al. (``transformer_pos``) also adds the tables to encoder-decoder
+attention, with the distance between source position j and target step i, so ``cross`` is a
+valid site here too. That code has a 2k-row table (distances −k..k−1); we keep Shaw's 2k+1 rows
+(−k..k). Sizes: 2·33·64 = 4,224 parameters per layer: +0.05M for the 12 self-attention layers
+of a base model, +0.08M with the 6 cross-attention layers (Yang et al. Table 4: +0.1M from
+rounded totals). The value term needs the probabilities, so a layer with rel_pos runs the
+dense reference path.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ class RelativePosition(AttentionModifier):
     """Clipped relative key and value embeddings (Shaw et al. 2018)."""
 
     name = "rel_pos"
-    sites = ("encoder_self", "decoder_self")
+    sites = ("encoder_self", "decoder_self", "cross")
 
     @dataclass
     class Options:

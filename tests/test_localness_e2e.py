@@ -63,3 +63,9 @@ def test_window_analysis(trained, tmp_path):
     for kind in ("encoder_self", "decoder_self", "cross"):
         assert (tmp_path / f"figure2_{kind}.png").stat().st_size > 0
         assert (tmp_path / f"figure3_{kind}.png").stat().st_size > 0
+    jsonl = tmp_path / "jsonl"
+    assert localness_windows.main([*argv[:-1], str(jsonl), "--format", "jsonl",
+                                   "--max-batches", "1"]) == 0  # fmt: skip
+    first = json.loads((jsonl / "windows.jsonl").read_text().splitlines()[0])
+    assert {"site", "layer", "sentence", "position", "length", "P", "D"} <= set(first)
+    assert len(first["P"]) == 8

@@ -1,0 +1,106 @@
+"""Blocked band kernel == dense reference, outputs (real queries) and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from localnmt.attention import kernels
+from localnmt.attention.fast.band import MIN_LENGTH, band_attention, band_kernel
+
+
+def dense_band(q, k, v, left, right, pad, groups=1, causal=False):
+    """Plain restatement: softmax over keys with -left <= j-i <= right, real keys only."""
+    b, h, t, _ = q.shape
+    i = torch.arange(t)[:, None]
+    j = torch.arange(t).repeat(groups)[None, :]
+    rel = j - i
+    allowed = (rel[None] >= -left.view(-1, 1, 1)) & (rel[None] <= right.view(-1, 1, 1))
+    if causal:
+        allowed = allowed & (rel[None] <= 0)
+    allowed = allowed[None] & ~pad[:, None, None, :]
+    logits = (q @ k.transpose(-1, -2)).masked_fill(~allowed, float("-inf"))
+    return torch.softmax(logits, -1).nan_to_num(0.0) @ v  # padded queries: no key
+
+
+def inputs(side: str, t=45, groups=1, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(3, 4, t, 8, generator=g).requires_grad_()
+    k = torch.randn(3, 4, groups * t, 8, generator=g).requires_grad_()
+    v = torch.randn(3, 4, groups * t, 8, generator=g).requires_grad_()
+    pad = torch.zeros(3, t, dtype=torch.bool)
+    if side == "left":
+        pad[0, :7], pad[2, :30] = True, True
+    else:
+        pad[0, -7:], pad[2, -30:] = True, True
+    return q, k, v, pad, pad.repeat(1, groups)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize(
+    "left,right,groups,causal",
+    [
+        ([5] * 4, [5] * 4, 1, False),
+        ([1, 40, 0, 3], [2, 0, 40, 3], 1, False),  # per-head bands, wider than a block
+        ([5] * 4, [5] * 4, 1, True),
+        ([2] * 4, [2] * 4, 3, False),  # 2D: three key groups
+    ],
+)
+def test_equals_dense_outputs_and_gradients(side, left, right, groups, causal):
+    q, k, v, pad, kpad = inputs(side, groups=groups)
+    lt, rt = torch.tensor(left), torch.tensor(right)
+    rt_eff = rt.clamp(max=0) if causal else rt
+    got = band_attention(q, k, v, lt, rt_eff, key_padding_mask=kpad, groups=groups, block=8)
+    want = dense_band(q, k, v, lt, rt, kpad, groups=groups, causal=causal)
+    real = ~pad[:, None, :, None]
+    torch.testing.assert_close(got * real, want * real, atol=1e-5, rtol=1e-5)
+    weight = torch.randn_like(got)
+    g1 = torch.autograd.grad((got * real * weight).sum(), (q, k, v))
+    g2 = torch.autograd.grad((want * real * weight).sum(), (q, k, v))
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_padding_only_rows_no_nan():
+    q, k, v, pad, _ = inputs("left", t=40)
+    pad[1] = True  # a whole row of padding
+    out = band_attention(q, k, v, torch.full((4,), 2), torch.full((4,), 2), pad, block=8)
+    assert torch.isfinite(out).all()
+    out.sum().backward()
+    assert all(torch.isfinite(x.grad).all() for x in (q, k, v))
+
+
+def test_declines_short_or_biased_problems():
+    from localnmt.attention.context import AttentionSite
+    from localnmt.attention.pipeline import LocalAttention
+    from localnmt.attention.spec import build_modifiers, parse_spec
+
+    site = AttentionSite("encoder_self", 0, 1, 16, 2)
+    att = LocalAttention(
+        16, 2, site=site, modifiers=build_modifiers(parse_spec("csan_1d[window=3]"), site),
+        self_attention=True,
+    )  # fmt: skip
+    from localnmt.attention import pipeline
+
+    seen = []
+    original = pipeline.fast_attention
+
+    def spy(problem):
+        seen.append(band_kernel(problem))
+        return original(problem)
+
+    pipeline.fast_attention = spy
+    try:
+        for t in (MIN_LENGTH // 2, MIN_LENGTH):
+            x = torch.randn(t, 1, 16)
+            att(x, x, x, need_weights=False)
+    finally:
+        pipeline.fast_attention = original
+    assert seen[0] is None and seen[1] is not None  # short: declined; long: taken
+
+
+def test_low_precision():
+    q, k, v, pad, _ = inputs("right")
+    out = band_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), torch.full((4,), 5),
+                         torch.full((4,), 5), pad, block=8)  # fmt: skip
+    assert torch.isfinite(out.float()).all()

@@ -23,7 +23,7 @@ from pathlib import Path
 SYSTEMS: list[str] = [
     "vaswani2017/table-3/transformer-base/base",
     "yang2018/table-4/localness/base",
-    "yang2019/table-2/csans/base",
+    "yang2019/table-2/csans-base/base",
     "zhang2021/table-2/our-method/base",
 ]
 # Used when the baseline's catalog row is missing.

@@ -30,6 +30,10 @@ BLOCK = 32
 #: Shortest key sequence the kernel takes when not forced (bench/band_attention.py: below it,
 #: fused dense SDPA with a boolean mask is as fast or faster on CPU).
 MIN_LENGTH = 256
+#: The same for stacked key groups (2D-CSAN): the 3 windows cost more than dense SDPA over the
+#: 3·T keys until T ≈ 2048 on the 2-core CPU (bench/results/band_attention.md: 1.85× at 1024,
+#: 0.89× at 2048).
+MIN_LENGTH_GROUPED = 2048
 #: ``ctx.extras`` key set by transforms that stack key groups (see methods/csan.py).
 KEY_GROUPS = "key_groups"
 
@@ -137,7 +141,7 @@ def band_kernel(problem: AttentionProblem) -> Tensor | None:
     if problem.causal and groups != 1:
         return None
     forced = kernels.FORCE_KERNEL == "band"
-    if tq < MIN_LENGTH and not forced:
+    if tq < (MIN_LENGTH if groups == 1 else MIN_LENGTH_GROUPED) and not forced:
         return None
     left, right = _band_reach(problem, heads)
     if int(left.max()) + int(right.max()) + BLOCK >= 2 * tq and not forced:

@@ -99,8 +99,11 @@ def train(
     max_update: int = 30,
     lr: float = 3e-3,
     seed: int = 1,
+    dims: list[str] | None = None,
 ) -> TrainResult:
-    """``fairseq-train`` in process; returns the per-update training losses."""
+    """``fairseq-train`` in process; returns the per-update training losses.
+
+    ``dims`` are the size flags (default :data:`TINY_DIMS`; ``[]`` keeps the arch's sizes)."""
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq_cli import train as fairseq_train
@@ -114,7 +117,7 @@ def train(
         "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--no-progress-bar",
         "--log-format", "json", "--log-interval", "1", "--num-workers", "0",
         "--dropout", "0.0", "--share-all-embeddings", "--cpu", "--disable-validation",
-        *TINY_DIMS, *(extra or []),
+        *(TINY_DIMS if dims is None else dims), *(extra or []),
     ]  # fmt: skip
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, argv)

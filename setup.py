@@ -11,7 +11,7 @@ FAIRSEQ_REQUIREMENT = "ve-fairseq==0.12.3"
 setup(
     name="localnmt",
     version="0.1.0",
-    description="Local attention for fairseq NMT: Localness, GMM cross-attention, CSAN, local heads",
+    description="Local attention for fairseq NMT: Localness, GMM, CSAN, local heads",
     packages=find_packages(include=["localnmt", "localnmt.*"]),
     python_requires=">=3.10",
     install_requires=[
@@ -25,7 +25,7 @@ setup(
         "matplotlib>=3.7",
         "numpy",
     ],
-    extras_require={"dev": ["pytest>=7", "ruff>=0.4"]},
+    extras_require={"dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4"]},
     entry_points={
         "console_scripts": [
             "localnmt-path=localnmt.paths:main",

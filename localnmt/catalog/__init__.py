@@ -55,7 +55,12 @@ def make_name(paper: str, table: str, row: str, size: str) -> str:
 def all_rows() -> list[CatalogRow]:
     """Every row of every paper module of this package, in a stable order."""
     rows: list[CatalogRow] = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+
+    def order(info: pkgutil.ModuleInfo) -> tuple[int, str]:
+        known = info.name in PAPERS
+        return (PAPERS.index(info.name) if known else len(PAPERS), info.name)
+
+    for info in sorted(pkgutil.iter_modules(__path__), key=order):
         if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from localnmt.catalog import all_rows
 
@@ -16,6 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", help="only rows of this table (e.g. 'Table 2')")
     parser.add_argument("--no-params", action="store_true", help="skip parameter counts")
     parser.add_argument("--markdown", action="store_true", help="a markdown table (README)")
+    parser.add_argument(
+        "--update-readme", metavar="README", help="rewrite the catalog table of this README"
+    )
     args = parser.parse_args(argv)
 
     rows = [
@@ -39,8 +43,28 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(out, sys.stdout, indent=1)
         print()
         return 0
+    if args.update_readme:
+        update_readme(Path(args.update_readme), render_table(rows, counts, markdown=True))
+        return 0
     print(render_table(rows, counts, markdown=args.markdown))
     return 0
+
+
+START, END = "<!-- catalog:start -->", "<!-- catalog:end -->"
+
+
+def readme_block(text: str) -> str:
+    """The generated table between the catalog markers of a README."""
+    return text.split(START, 1)[1].split(END, 1)[0].strip()
+
+
+def update_readme(path: Path, table: str) -> None:
+    text = path.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"{path}: no {START} ... {END} markers")
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    path.write_text(f"{head}{START}\n{table}\n{END}{tail}")
 
 
 def render_table(rows, counts, markdown: bool = False) -> str:

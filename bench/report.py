@@ -73,12 +73,19 @@ def markdown(result: dict[str, Any]) -> str:
         f"Precision {cfg['dtype']}; median of {cfg['repeats']} A/B interleaved repeats after "
         f"{cfg['warmup']} warm-up rounds; peak memory = {result['memory_method']}.",
     ]
-    load = result["machine"].get("load_average")
-    cores = result["machine"].get("cores") or 1
-    if load and load[0] > 0.5 * cores:
+    machine = result["machine"]
+    cores = machine.get("cores") or 1
+    loads = {
+        when: machine[key][0]
+        for when, key in (("start", "load_average"), ("end", "load_average_end"))
+        if machine.get(key)
+    }
+    busy = {when: load for when, load in loads.items() if load > 0.5 * cores}
+    if busy:
+        said = ", ".join(f"{load:.1f} at the {when}" for when, load in busy.items())
         lines.append(
-            f"**Caveat:** load average {load[0]:.1f} on {cores} cores at start: other work "
-            "shared the machine; ratios are less reliable than usual."
+            f"**Caveat:** 1-minute load average {said} on {cores} cores: other work shared "
+            "the machine; ratios are less reliable than usual."
         )
     lines += _training_md(result) + _generation_md(result) + _attention_md(result)
     if result.get("band"):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import gc
+import os
 import sys
 import time
 import traceback
@@ -470,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     if "band" in args.section_list:
         run_band(args, device, result)
     result["seconds"] = time.perf_counter() - begin
+    if hasattr(os, "getloadavg"):
+        result["machine"]["load_average_end"] = list(os.getloadavg())
     out = args.out or RESULTS / time.strftime("%Y%m%d-%H%M%S")
     paths = write_all(result, out)
     print(paths["markdown"].read_text())

@@ -48,7 +48,10 @@ def test_row_trains_and_translates(key, tiny_data, tmp_path):
     assert len(losses) >= UPDATES - 1, "training stopped early"
     assert all(math.isfinite(x) for x in losses)
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3, f"loss did not fall: {losses}"
-    gen = testing.generate(tiny_data, result.checkpoint, beam=4)
+    # bounded output length: a barely trained model would otherwise run to fairseq's 200 tokens
+    gen = testing.generate(
+        tiny_data, result.checkpoint, beam=4, extra=["--max-len-a", "1.2", "--max-len-b", "4"]
+    )
     assert len(gen.hypotheses) == len(gen.references) > 0
     assert any(h.strip() for h in gen.hypotheses)
     assert all(tok.startswith("t") for h in gen.hypotheses for tok in h.split())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from localnmt.attention import kernels
 from localnmt.attention.fast.band import MIN_LENGTH, band_attention, band_kernel
 
 

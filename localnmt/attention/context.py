@@ -7,6 +7,7 @@ token of each sentence, whatever the padding side (DESIGN.md, "Padding side").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,12 +114,43 @@ class AttentionContext:
     k: Tensor
     v: Tensor
     key_padding_mask: Tensor | None
-    key_positions: Tensor
-    query_positions: Tensor
-    key_lengths: Tensor
+    #: computes ``(key_positions, query_positions, key_lengths)`` on first use: calls whose
+    #: modifiers never read positions (the baseline) pay nothing for them
+    positions_fn: Callable[[], tuple[Tensor, Tensor, Tensor]] | None = None
     state: dict[str, Any] | None = None
     record: dict[str, Tensor] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    _positions: list[Tensor] | None = field(default=None, repr=False)
+
+    def _get_positions(self) -> list[Tensor]:
+        if self._positions is None:
+            assert self.positions_fn is not None, "no positions for this attention call"
+            self._positions = list(self.positions_fn())
+        return self._positions
+
+    @property
+    def key_positions(self) -> Tensor:
+        return self._get_positions()[0]
+
+    @key_positions.setter
+    def key_positions(self, value: Tensor) -> None:
+        self._get_positions()[0] = value
+
+    @property
+    def query_positions(self) -> Tensor:
+        return self._get_positions()[1]
+
+    @query_positions.setter
+    def query_positions(self, value: Tensor) -> None:
+        self._get_positions()[1] = value
+
+    @property
+    def key_lengths(self) -> Tensor:
+        return self._get_positions()[2]
+
+    @key_lengths.setter
+    def key_lengths(self, value: Tensor) -> None:
+        self._get_positions()[2] = value
 
     @property
     def batch_size(self) -> int:

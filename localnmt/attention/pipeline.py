@@ -148,7 +148,8 @@ class LocalAttention(MultiheadAttention):
             k, v, key_padding_mask = self._update_cache(
                 saved_state, k, v, key_padding_mask, static_kv, bsz
             )
-            if self.encoder_decoder_attention:
+            if self.encoder_decoder_attention and len(self.modifiers) > 0:
+                # the decoder step of each hypothesis, for modifiers that read query positions
                 query_offset = saved_state.get("query_offset")
                 saved_state["query_offset"] = (
                     torch.zeros(bsz, device=q.device) if query_offset is None else query_offset
@@ -261,18 +262,19 @@ class LocalAttention(MultiheadAttention):
     ) -> AttentionContext:
         bsz, _, tq, _ = q.shape
         tk = k.size(2)
-        key_pos, lengths = key_positions_from_padding(key_padding_mask, bsz, tk, q.device)
-        if self.self_attention:
-            query_pos = key_pos[:, tk - tq :]
-            if self.site.causal:
-                key_lengths = query_pos + 1.0
-            else:
-                key_lengths = lengths[:, None].expand(bsz, tq)
-        else:
+
+        def positions() -> tuple[Tensor, Tensor, Tensor]:
+            key_pos, lengths = key_positions_from_padding(key_padding_mask, bsz, tk, q.device)
+            if self.self_attention:
+                query_pos = key_pos[:, tk - tq :]
+                if self.site.causal:
+                    return key_pos, query_pos, query_pos + 1.0
+                return key_pos, query_pos, lengths[:, None].expand(bsz, tq)
             steps = torch.arange(tq, device=q.device, dtype=torch.float32)
             offset = 0.0 if query_offset is None else query_offset[:, None]
             query_pos = (steps[None, :] + offset).expand(bsz, tq)
-            key_lengths = lengths[:, None].expand(bsz, tq)
+            return key_pos, query_pos, lengths[:, None].expand(bsz, tq)
+
         return AttentionContext(
             site=self.site,
             query_input=query,
@@ -280,9 +282,7 @@ class LocalAttention(MultiheadAttention):
             k=k,
             v=v,
             key_padding_mask=key_padding_mask,
-            key_positions=key_pos,
-            query_positions=query_pos,
-            key_lengths=key_lengths,
+            positions_fn=positions,
             state=saved_state,
             record={} if self.recording else None,
         )

@@ -63,9 +63,15 @@ def train_system(row: dict, data: Path, run_dir: Path, minutes: float, args) -> 
     from localnmt.evaluation.generate import default_user_dir
     from localnmt.evaluation.recipes import train_args
 
-    if (run_dir / "train.done").exists():
-        log(f"{row['name']}: training already finished, reusing it")
-        return
+    stamp = training_stamp(row, data, args.max_update)
+    done = run_dir / "train.done"
+    if done.exists():
+        if done.read_text().strip() == stamp:
+            log(f"{row['name']}: training already finished, reusing it")
+            return
+        kept = run_dir.with_name(f"{run_dir.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
+        log(f"{row['name']}: finished run was for other data or settings; kept it as {kept}")
+        run_dir.rename(kept)
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable,
@@ -97,7 +103,18 @@ def train_system(row: dict, data: Path, run_dir: Path, minutes: float, args) -> 
                 print("   ", line.rstrip().split(" | ", 3)[-1][:150], flush=True)
         if proc.wait() != 0:
             raise SystemExit(f"training {row['name']} failed, see {run_dir / 'train.log'}")
-    (run_dir / "train.done").write_text("ok\n")
+    done.write_text(stamp + "\n")
+
+
+def training_stamp(row: dict, data: Path, max_update: int | None) -> str:
+    """What a finished training depends on: the dictionary it was trained with, arch and args."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for dict_file in sorted(data.glob("dict.*.txt")):
+        digest.update(dict_file.read_bytes())
+    digest.update(json.dumps([row["arch"], list(row.get("args", [])), max_update]).encode())
+    return digest.hexdigest()[:16]
 
 
 def evaluate_system(

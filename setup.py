@@ -22,6 +22,7 @@ setup(
         "subword-nmt>=0.3.8",
         "sacremoses>=0.0.53",
         "jieba>=0.42",
+        "janome>=0.5",
         "matplotlib>=3.7",
         "numpy",
     ],

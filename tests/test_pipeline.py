@@ -343,3 +343,32 @@ def test_forced_kernel_declining_raises():
             ours(x.bfloat16(), x.bfloat16(), x.bfloat16(), key_padding_mask=pad, need_weights=False)
     finally:
         kernels.FORCE_KERNEL = None
+
+
+@register_modifier
+class _ProbePrev(AttentionModifier):
+    """Only the previous token (as a band): the first token of each sentence sees no key."""
+
+    name = "_probe_prev"
+
+    def restrict(self, ctx):
+        return BandMask(1, -1)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("kernel", [None, "band", "sdpa"])
+def test_query_with_no_allowed_key_attends_to_nothing_on_every_path(side, kernel):
+    ours = _site_attention("_probe_prev")
+    x, _, pad, _ = inputs("encoder_self", side)
+    dense, w = ours(x, x, x, key_padding_mask=pad, need_head_weights=True)
+    kernels.FORCE_KERNEL = kernel
+    try:
+        fast, _ = ours(x, x, x, key_padding_mask=pad, need_weights=False)
+    finally:
+        kernels.FORCE_KERNEL = None
+    real = ~pad.t()
+    torch.testing.assert_close(fast[real], dense[real], atol=1e-5, rtol=0)
+    first = ((~pad).cumsum(1) == 1) & ~pad  # (B, T): each sentence's first real token
+    assert (w.transpose(0, 1)[first.unsqueeze(1).expand(-1, H, -1)] == 0).all()
+    expected = ours.out_proj.bias.expand(int(first.sum()), E)
+    torch.testing.assert_close(dense.transpose(0, 1)[first], expected, atol=1e-6, rtol=0)

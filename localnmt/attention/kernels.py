@@ -69,9 +69,28 @@ class AttentionProblem:
 
 
 def guard_empty_rows(allowed: Tensor) -> Tensor:
-    """Rows with no allowed key (padded queries in a window of pads) allow every key, so the
-    row is uniform instead of NaN; such rows are padding and are never read."""
+    """Rows with no allowed key allow every key, so a fused kernel gives no NaN there; the
+    caller then zeroes those rows' output (:func:`zero_empty_rows`)."""
     return allowed | ~allowed.any(dim=-1, keepdim=True)
+
+
+def zero_empty_rows(out: Tensor, allowed: Tensor | None) -> Tensor:
+    """A query with no allowed key attends to nothing: its output is 0 on every path (e.g.
+    prev-k windows at the first k tokens, a window holding only padding)."""
+    if allowed is None:
+        return out
+    return out * allowed.any(dim=-1, keepdim=True).to(out.dtype)
+
+
+def masked_sdpa(
+    q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, bias: Tensor | None, dropout_p: float
+) -> Tensor:
+    """Fused SDPA with a bool ``allowed`` set and an optional float32 ``bias``, no NaN rows."""
+    mask: Tensor | None = None if allowed is None else guard_empty_rows(allowed)
+    if bias is not None:
+        mask = bias if mask is None else bias.masked_fill(~mask, MASK_VALUE)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=1.0)
+    return zero_empty_rows(out, allowed)
 
 
 def dense_logits(problem: AttentionProblem) -> Tensor:
@@ -95,6 +114,9 @@ def dense_attention(
     ``probs`` is after ``post`` and before dropout; ``out`` uses the dropped-out probs."""
     logits = dense_logits(problem)
     probs = torch.softmax(logits, dim=-1)
+    empty = (logits <= MASK_VALUE).all(dim=-1, keepdim=True)
+    if empty.any():  # a query with no allowed key attends to nothing (see zero_empty_rows)
+        probs = probs.masked_fill(empty, 0.0)
     if post is not None:
         probs = post(probs)
     used = probs.type_as(problem.v)
@@ -160,13 +182,6 @@ def sdpa_kernel(problem: AttentionProblem) -> Tensor | None:
         return F.scaled_dot_product_attention(
             problem.q, problem.k, problem.v, dropout_p=problem.dropout_p, is_causal=True, scale=1.0
         )
-    allowed = problem.dense_allowed()
-    if allowed is not None:
-        allowed = guard_empty_rows(allowed)
-    if bias is not None:
-        mask = bias if allowed is None else bias.masked_fill(~allowed, MASK_VALUE)
-    else:
-        mask = allowed
-    return F.scaled_dot_product_attention(
-        problem.q, problem.k, problem.v, attn_mask=mask, dropout_p=problem.dropout_p, scale=1.0
+    return masked_sdpa(
+        problem.q, problem.k, problem.v, problem.dense_allowed(), bias, problem.dropout_p
     )

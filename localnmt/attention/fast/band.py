@@ -113,7 +113,8 @@ def band_attention(
     real = F.pad(real, (reach_l, extra + reach_r), value=False).unfold(2, span, block)
     real = real.permute(0, 2, 1, 3).reshape(bsz, 1, nblocks, 1, groups * span)
     allowed = allowed & real
-    allowed = allowed | ~allowed.any(dim=-1, keepdim=True)  # empty rows: padding only
+    nonempty = allowed.any(dim=-1, keepdim=True)  # rows with no allowed key give 0 (kernels.py)
+    allowed = allowed | ~nonempty
     # fused SDPA over (B·H·nb) independent blocks: its CPU kernels beat small batched GEMMs
     batch = bsz * heads * nblocks
     out = F.scaled_dot_product_attention(
@@ -126,6 +127,7 @@ def band_attention(
         dropout_p=dropout_p,
         scale=1.0,
     )
+    out = out.view(bsz, heads, nblocks, block, dim) * nonempty.to(out.dtype)
     return out.view(bsz, heads, tpad, dim)[:, :, :tq]
 
 

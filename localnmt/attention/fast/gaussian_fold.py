@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from localnmt.attention.kernels import AttentionProblem, guard_empty_rows, register_kernel
+from localnmt.attention.kernels import AttentionProblem, masked_sdpa, register_kernel
 
 #: Largest folded-term magnitude accepted (see the module docstring).
 MAX_FOLD_MAGNITUDE = 4096.0
@@ -74,12 +74,7 @@ def gaussian_fold_kernel(problem: AttentionProblem) -> Tensor | None:
         return F.scaled_dot_product_attention(
             q, k, problem.v, dropout_p=problem.dropout_p, is_causal=True, scale=1.0
         )
-    allowed = problem.dense_allowed()
-    if allowed is not None:
-        allowed = guard_empty_rows(allowed)
-    return F.scaled_dot_product_attention(
-        q, k, problem.v, attn_mask=allowed, dropout_p=problem.dropout_p, scale=1.0
-    )
+    return masked_sdpa(q, k, problem.v, problem.dense_allowed(), None, problem.dropout_p)
 
 
 def benchmark(

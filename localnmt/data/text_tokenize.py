@@ -51,9 +51,13 @@ def tokenize_zh(text: str) -> str:
 
 
 def tokenizer_for(lang: str) -> Callable[[str], str]:
-    """The tokeniser of a language code (``zh*`` → jieba, anything else → Moses)."""
+    """The tokeniser of a language code (``zh*`` → jieba, ``ja*`` → janome, else Moses)."""
     if lang.startswith("zh"):
         return tokenize_zh
+    if lang.startswith("ja"):
+        from localnmt.data.ja_segment import tokenize_ja
+
+        return tokenize_ja
     return lambda s: tokenize_moses(s, lang)
 
 

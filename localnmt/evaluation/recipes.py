@@ -69,7 +69,7 @@ RECIPES: dict[str, Recipe] = {
     "cpu": Recipe(
         lr=1e-3,
         dropout=0.1,
-        warmup=400,
+        warmup=100,  # quickstart budgets give a few hundred updates per system on 2 cores
         max_update=20_000,
         max_tokens=4096,
         average_last=0,

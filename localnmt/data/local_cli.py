@@ -1,0 +1,61 @@
+"""Command line shared by the pipelines of corpora the user obtains by hand (ASPEC, LDC).
+
+Same ``process`` options and error reporting as :mod:`localnmt.data.wmt_cli`, but the input is
+a local directory and there is no download step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from localnmt.data.bpe import BPE_KINDS
+from localnmt.data.pipeline import ProcessConfig
+from localnmt.data.steps import DataError, Log
+
+
+def input_sizes(root: Path) -> list[list]:
+    """``[relative path, bytes]`` of every file under ``root`` (part of a step fingerprint)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(
+        [str(p.relative_to(root)), p.stat().st_size] for p in root.rglob("*") if p.is_file()
+    )
+
+
+def main(
+    argv: list[str] | None, *, name: str, config: ProcessConfig, inputs: dict[str, str],
+    run: Callable[[argparse.Namespace, ProcessConfig, Log], Path],
+) -> int:  # fmt: skip
+    """``process --<input> DIR ... --workdir W [--bpe ..] [--bpe-merges N] [--joint]``.
+
+    ``inputs`` maps each input-directory option name to its help text; ``run`` does the work
+    and returns the data-bin directory. A :class:`DataError` prints ``error: ...``, exit 2.
+    """
+    ap = argparse.ArgumentParser(prog=f"python -m localnmt.data.{name}")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    pr = sub.add_parser("process", help="local files → data-bin (never uses the network)")
+    for opt, help_ in inputs.items():
+        pr.add_argument(f"--{opt}", type=Path, required=True, help=help_)
+    pr.add_argument("--workdir", type=Path, required=True)
+    pr.add_argument("--bpe", choices=BPE_KINDS, default=config.bpe)
+    pr.add_argument("--bpe-merges", type=int, default=config.bpe_size)
+    pr.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    pr.add_argument("--joint", action="store_true", help="joint BPE and joined dictionary")
+    args = ap.parse_args(argv)
+    log = lambda m: print(m, flush=True)  # noqa: E731
+    cfg = replace(config, bpe=args.bpe, bpe_size=args.bpe_merges, workers=args.workers)
+    if args.joint:
+        cfg = replace(cfg, joint_bpe=True, joined_dictionary=True)
+    try:
+        data_bin = run(args, cfg, log)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(data_bin)
+    return 0

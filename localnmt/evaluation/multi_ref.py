@@ -1,0 +1,93 @@
+"""Multi-reference BLEU (NIST Zh-En: 4 references per set, BLEU averaged over MT03–MT08).
+
+SacreBLEU scores each hypothesis against all its references at once (n-gram counts clipped
+by the maximum count over references, brevity penalty with the closest reference length), as
+multi-bleu.perl does. The GMM paper reports case-insensitive BLEU (lower-cased English), so
+``lowercase=True`` is the default here.
+
+    python -m localnmt.evaluation.multi_ref --refs-dir WORK/refs \
+        --hyp mt03=hyp.mt03.txt --hyp mt04=hyp.mt04.txt ... [--cased] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU
+
+from localnmt.evaluation.metrics import BleuResult
+
+
+def multi_ref_bleu(
+    hyps: Sequence[str], refs: Sequence[Sequence[str]], *, lowercase: bool = True,
+    tokenize: str = "13a",
+) -> BleuResult:  # fmt: skip
+    """Corpus BLEU of ``hyps`` against reference streams ``refs[r][i]`` (r-th ref of line i)."""
+    if not refs:
+        raise ValueError("no references")
+    for r, stream in enumerate(refs):
+        if len(stream) != len(hyps):
+            raise ValueError(f"reference {r} has {len(stream)} lines, hypotheses {len(hyps)}")
+    metric = BLEU(lowercase=lowercase, tokenize=tokenize)
+    score = metric.corpus_score(list(hyps), [list(s) for s in refs])
+    return BleuResult(
+        score=score.score,
+        precisions=list(score.precisions),
+        bp=score.bp,
+        sys_len=score.sys_len,
+        ref_len=score.ref_len,
+        signature=str(metric.get_signature()),
+        text=str(score),
+    )
+
+
+def read_refs(refs_dir: Path, name: str) -> list[list[str]]:
+    """``refs_dir/<name>.ref0``, ``.ref1``, ... (as many as exist, at least one)."""
+    streams, r = [], 0
+    while (p := Path(refs_dir) / f"{name}.ref{r}").is_file():
+        streams.append(p.read_text(encoding="utf-8").splitlines())
+        r += 1
+    if not streams:
+        raise FileNotFoundError(f"no references {name}.ref0.. in {refs_dir}")
+    return streams
+
+
+def score_sets(
+    hyps: Mapping[str, Sequence[str]], refs_dir: Path, *, lowercase: bool = True
+) -> dict:
+    """Per-set multi-reference BLEU and their unweighted mean (the paper's "average")."""
+    per_set = {
+        name: multi_ref_bleu(h, read_refs(refs_dir, name), lowercase=lowercase)
+        for name, h in hyps.items()
+    }
+    average = sum(r.score for r in per_set.values()) / len(per_set) if per_set else float("nan")
+    return {"sets": {k: v.to_dict() for k, v in per_set.items()}, "average": average}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: score ``--hyp NAME=FILE`` (detokenised) against ``REFS_DIR/NAME.ref*``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--refs-dir", type=Path, required=True)
+    ap.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE")
+    ap.add_argument("--cased", action="store_true", help="case-sensitive BLEU")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    hyps = {}
+    for item in args.hyp:
+        name, _, path = item.partition("=")
+        hyps[name] = Path(path).read_text(encoding="utf-8").splitlines()
+    res = score_sets(hyps, args.refs_dir, lowercase=not args.cased)
+    for name, r in res["sets"].items():
+        print(f"{name}\t{r['score']:.2f}\t{r['text']}")
+    print(f"average\t{res['average']:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

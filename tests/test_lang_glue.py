@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,30 @@ def test_sst2_convert_and_finetune(tmp_path, capsys):
     assert state["optimizer_history"][-1]["num_updates"] == 3
     head = state["model"]["classification_heads.sentence_classification_head.out_proj.weight"]
     assert head.shape[0] == 2 and torch.isfinite(head).all()
+
+    # the fine-tuning script's command runs too (shrunk, 2 updates, no pretrained checkpoint)
+    script = PACKAGE_DIR.parent / "scripts" / "glue_finetune.sh"
+    res = subprocess.run(
+        ["bash", str(script), "--data", str(out), "--save-dir", str(tmp_path / "ft"),
+         "--arch", "pande2021_bert_band6_120tied", "--cpu", "--batch-size", "8", "--warmup", "1",
+         "--optimizer", "adam", "--", "--encoder-embed-dim", "96", "--encoder-ffn-embed-dim",
+         "64", "--max-update", "2", "--disable-validation", "--num-workers", "0"],
+        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (tmp_path / "ft" / "checkpoint_last.pt").exists()
+
+
+def test_roberta_pretrain_phases_dry_run(tmp_path):
+    script = PACKAGE_DIR.parent / "scripts" / "roberta_pretrain.sh"
+    res = subprocess.run(
+        ["bash", str(script), "--data", str(tmp_path), "--save-dir", str(tmp_path / "s"),
+         "--arch", "pande2021_bert_band2_untied", "--gpus", "4", "--batch-per-gpu", "32",
+         "--optimizer", "adam", "--dry-run"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    first, second = res.stdout.strip().splitlines()
+    assert "--task masked_lm" in first and "--tokens-per-sample 128" in first
+    assert "--max-update 300000" in first and "--update-freq 16" in first  # 4 x 32 x 16 = 2048
+    assert "--tokens-per-sample 512" in second and "--max-update 1000" in second
+    assert f"--restore-file {tmp_path}/s/seq128/checkpoint_last.pt" in second

@@ -6,7 +6,7 @@
 # Usage:
 #   data_prep/prepare_nist_zh_en.sh LDC_DIR NIST_DIR WORKDIR [process options]
 #   data_prep/prepare_nist_zh_en.sh process --ldc-dir D --nist-dir N --workdir W \
-#       [--bpe subword_nmt|sentencepiece] [--bpe-merges N] [--workers N] [--joint]
+#       [--bpe subword_nmt|sentencepiece] [--bpe-merges N] [--workers N] [--separate]
 # Score: python -m localnmt.evaluation.multi_ref --refs-dir W/refs --hyp mt03=FILE ...
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -4,7 +4,7 @@
 # Usage:
 #   data_prep/prepare_wat17_ja_en.sh ASPEC_JE_DIR WORKDIR [process options]
 #   data_prep/prepare_wat17_ja_en.sh process --aspec-dir ASPEC_JE_DIR --workdir WORKDIR \
-#       [--bpe subword_nmt|sentencepiece] [--bpe-merges N] [--workers N] [--joint]
+#       [--bpe subword_nmt|sentencepiece] [--bpe-merges N] [--workers N] [--separate]
 # Needs janome (pip install janome). Every step is resumable.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

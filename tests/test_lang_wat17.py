@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from localnmt.data import wat17_ja_en
 from localnmt.data.steps import DataError
+from localnmt.testing import generate, train
 
 pytest.importorskip("janome")
 
@@ -79,8 +81,19 @@ def test_process_aspec_fixture(tmp_path, capsys):
     assert all(len(t.split()) >= 4 for t in tok)  # segmented, not characters nor whole lines
     assert (work / "tok" / "train.en").read_text().splitlines()[0].endswith(" .")
     for name in ("train.ja-en.ja.bin", "valid.ja-en.en.bin", "test.ja-en.ja.bin",
-                 "dict.ja.txt", "dict.en.txt", "bpe.ja.codes", "bpe.en.codes"):  # fmt: skip
+                 "dict.ja.txt", "dict.en.txt", "bpe.codes"):  # fmt: skip
         assert (data_bin / name).exists(), name
+    assert (data_bin / "dict.ja.txt").read_text() == (data_bin / "dict.en.txt").read_text()
     assert wat17_ja_en.main(args) == 0
     out = capsys.readouterr().out
     assert "[run ]" not in out and "[skip] binarize" in out
+    # an existing catalog arch (CSAN, Yang et al. 2019 Table 2) trains and decodes on it,
+    # at the shared end-to-end size (embedding/FFN dims 64, the arch's layers and heads)
+    dims = ["--encoder-embed-dim", "64", "--decoder-embed-dim", "64",
+            "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64"]  # fmt: skip
+    run = train(data_bin, tmp_path / "ckpt", "yang2019_csan2d_base", max_update=3, dims=dims)
+    assert len(run.losses) == 3 and all(math.isfinite(x) for x in run.losses)
+    gen = generate(data_bin, run.checkpoint, beam=2, extra=["--post-process", "subword_nmt"])
+    assert len(gen.hypotheses) == 6 and len(gen.references) == 6
+    assert wat17_ja_en.main([*args, "--separate"]) == 0
+    assert (data_bin / "bpe.ja.codes").exists() and (data_bin / "bpe.en.codes").exists()

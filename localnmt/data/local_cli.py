@@ -32,7 +32,7 @@ def main(
     argv: list[str] | None, *, name: str, config: ProcessConfig, inputs: dict[str, str],
     run: Callable[[argparse.Namespace, ProcessConfig, Log], Path],
 ) -> int:  # fmt: skip
-    """``process --<input> DIR ... --workdir W [--bpe ..] [--bpe-merges N] [--joint]``.
+    """``process --<input> DIR ... --workdir W [--bpe ..] [--bpe-merges N] [--separate]``.
 
     ``inputs`` maps each input-directory option name to its help text; ``run`` does the work
     and returns the data-bin directory. A :class:`DataError` prints ``error: ...``, exit 2.
@@ -46,12 +46,14 @@ def main(
     pr.add_argument("--bpe", choices=BPE_KINDS, default=config.bpe)
     pr.add_argument("--bpe-merges", type=int, default=config.bpe_size)
     pr.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    pr.add_argument("--joint", action="store_true", help="joint BPE and joined dictionary")
+    pr.add_argument("--separate", action="store_true",
+                    help="separate BPE models and dictionaries per language (default: joint, "
+                    "as the training recipes share all embeddings)")  # fmt: skip
     args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
     cfg = replace(config, bpe=args.bpe, bpe_size=args.bpe_merges, workers=args.workers)
-    if args.joint:
-        cfg = replace(cfg, joint_bpe=True, joined_dictionary=True)
+    if args.separate:
+        cfg = replace(cfg, joint_bpe=False, joined_dictionary=False)
     try:
         data_bin = run(args, cfg, log)
     except DataError as e:

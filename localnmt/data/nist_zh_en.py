@@ -11,7 +11,8 @@ Dev MT02, tests MT03, MT04, MT05, MT06, MT08, each with 4 references: ``--nist-d
 
 English is lower-cased (before Moses tokenisation), Chinese segmented with jieba (the paper:
 Stanford Segmenter, not available offline in Python), BPE with 30K merges learned jointly on
-both sides ("on all texts"), separate dictionaries (``--joint`` for a joined one). Training
+both sides ("on all texts") and a joined dictionary (the training recipes share all
+embeddings; ``--separate`` for per-language BPE and dictionaries). Training
 pairs are filtered after BPE to 1..250 subwords, ratio ≤ 9.
 
 fairseq needs one target side: valid and test subsets are binarised with ``ref0``; the four
@@ -48,7 +49,7 @@ HINT_NIST = "put mtXX.zh and its references mtXX.ref0..mtXX.ref3 in --nist-dir"
 
 CONFIG = ProcessConfig(
     src="zh", tgt="en", bpe="subword_nmt", bpe_size=30000, joint_bpe=True,
-    joined_dictionary=False, length_clean=LengthClean(1, 250, 9.0, stage="bpe"),
+    joined_dictionary=True, length_clean=LengthClean(1, 250, 9.0, stage="bpe"),
     tests=TEST_SETS,
 )  # fmt: skip
 

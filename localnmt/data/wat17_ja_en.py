@@ -9,8 +9,9 @@ As Morishita et al. (2017): train on the first two sections of ASPEC-JE train
 
 ASPEC lines are `` ||| ``-separated: train ``score ||| id ||| n ||| ja ||| en`` (5 fields),
 dev/test ``id ||| n ||| ja ||| en`` (4 fields). Japanese is segmented with janome, English
-with Moses; then BPE with 32K merges (separate per language by default, as for Zh-En:
-the scripts share almost no symbols; ``--joint`` for joint BPE), fairseq-preprocess.
+with Moses; then BPE with 32K merges learned jointly and a joined dictionary (so the training
+recipes' ``--share-all-embeddings`` works; ``--separate`` for per-language BPE and
+dictionaries), fairseq-preprocess.
 Training pairs are filtered after BPE to 1..250 subwords with ratio ≤ 9 (Moses' default;
 a 1.5 ratio would drop many pairs, Japanese has more tokens per sentence).
 
@@ -42,8 +43,8 @@ HINT = (
 )
 
 CONFIG = ProcessConfig(
-    src="ja", tgt="en", bpe="subword_nmt", bpe_size=32000, joint_bpe=False,
-    joined_dictionary=False, length_clean=LengthClean(1, 250, 9.0, stage="bpe"),
+    src="ja", tgt="en", bpe="subword_nmt", bpe_size=32000, joint_bpe=True,
+    joined_dictionary=True, length_clean=LengthClean(1, 250, 9.0, stage="bpe"),
     tests=("test",),
 )  # fmt: skip
 

@@ -153,7 +153,8 @@ def generate(
     argv = [
         str(data), "--user-dir", str(PACKAGE_DIR), "--path", str(checkpoint),
         "--task", "translation", "--gen-subset", subset, "--beam", str(beam),
-        "--batch-size", "24", "--required-batch-size-multiple", "1", "--cpu", "--num-workers", "0", *(extra or []),
+        "--batch-size", "24", "--required-batch-size-multiple", "1",
+        "--cpu", "--num-workers", "0", *(extra or []),
     ]  # fmt: skip
     parser = options.get_generation_parser()
     args = options.parse_args_and_arch(parser, argv)

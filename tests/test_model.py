@@ -191,3 +191,18 @@ def test_checkpoint_round_trip_keeps_parameters(tiny_data, tmp_path):
     assert set(saved) == set(loaded)
     for key, value in saved.items():
         torch.testing.assert_close(loaded[key], value, atol=0, rtol=0)
+
+
+def test_fairseq_interactive_translates_with_the_plugin(tiny_data, tmp_path):
+    """``fairseq-interactive --user-dir`` loads a localnmt checkpoint and beam-searches stdin."""
+    result = testing.train(tiny_data, tmp_path / "ck", "localnmt_tiny", max_update=4)
+    cmd = [
+        sys.executable, "-m", "fairseq_cli.interactive", str(tiny_data),
+        "--user-dir", str(PACKAGE_DIR), "--path", str(result.checkpoint),
+        "--source-lang", "src", "--target-lang", "tgt", "--beam", "2", "--cpu",
+        "--max-len-b", "8",
+    ]  # fmt: skip
+    res = subprocess.run(cmd, input="s1 s2 s3\ns4 s5\n", capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    hyps = [line for line in res.stdout.splitlines() if line.startswith("H-")]
+    assert len(hyps) == 2

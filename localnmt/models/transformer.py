@@ -101,6 +101,22 @@ def _wrap(layer: Any, cfg: Any, side: str, index: int) -> Any:
     return fsdp_wrap(layer, min_num_params=min_params)
 
 
+def _pipeline_attention(layer: Any, cfg: Any, kind: str, embed_dim: int, **kwargs: Any) -> Any:
+    """The LocalAttention of ``layer`` at ``kind``, with the modifiers its spec gives it."""
+    site = _site(cfg, kind, layer.layer_index)
+    heads = cfg.encoder.attention_heads if kind == "encoder_self" else cfg.decoder.attention_heads
+    return LocalAttention(
+        embed_dim,
+        heads,
+        site=site,
+        modifiers=build_modifiers(site_specs(cfg, kind), site),
+        dropout=cfg.attention_dropout,
+        q_noise=layer.quant_noise,
+        qn_block_size=layer.quant_noise_block_size,
+        **kwargs,
+    )
+
+
 class LocalEncoderLayer(TransformerEncoderLayerBase):
     """fairseq's encoder layer with a pipeline self-attention."""
 
@@ -109,17 +125,7 @@ class LocalEncoderLayer(TransformerEncoderLayerBase):
         super().__init__(cfg, return_fc=return_fc)
 
     def build_self_attention(self, embed_dim: int, cfg: Any) -> LocalAttention:
-        site = _site(cfg, "encoder_self", self.layer_index)
-        return LocalAttention(
-            embed_dim,
-            cfg.encoder.attention_heads,
-            site=site,
-            modifiers=build_modifiers(site_specs(cfg, "encoder_self"), site),
-            dropout=cfg.attention_dropout,
-            self_attention=True,
-            q_noise=self.quant_noise,
-            qn_block_size=self.quant_noise_block_size,
-        )
+        return _pipeline_attention(self, cfg, "encoder_self", embed_dim, self_attention=True)
 
 
 class LocalDecoderLayer(TransformerDecoderLayerBase):
@@ -132,33 +138,25 @@ class LocalDecoderLayer(TransformerDecoderLayerBase):
     def build_self_attention(
         self, embed_dim: int, cfg: Any, add_bias_kv: bool = False, add_zero_attn: bool = False
     ) -> LocalAttention:
-        site = _site(cfg, "decoder_self", self.layer_index)
-        return LocalAttention(
+        return _pipeline_attention(
+            self,
+            cfg,
+            "decoder_self",
             embed_dim,
-            cfg.decoder.attention_heads,
-            site=site,
-            modifiers=build_modifiers(site_specs(cfg, "decoder_self"), site),
-            dropout=cfg.attention_dropout,
             add_bias_kv=add_bias_kv,
             add_zero_attn=add_zero_attn,
             self_attention=not cfg.cross_self_attention,
-            q_noise=self.quant_noise,
-            qn_block_size=self.quant_noise_block_size,
         )
 
     def build_encoder_attention(self, embed_dim: int, cfg: Any) -> LocalAttention:
-        site = _site(cfg, "cross", self.layer_index)
-        return LocalAttention(
+        return _pipeline_attention(
+            self,
+            cfg,
+            "cross",
             embed_dim,
-            cfg.decoder.attention_heads,
-            site=site,
-            modifiers=build_modifiers(site_specs(cfg, "cross"), site),
             kdim=cfg.encoder.embed_dim,
             vdim=cfg.encoder.embed_dim,
-            dropout=cfg.attention_dropout,
             encoder_decoder_attention=True,
-            q_noise=self.quant_noise,
-            qn_block_size=self.quant_noise_block_size,
         )
 
 

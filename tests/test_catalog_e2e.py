@@ -1,7 +1,9 @@
 """Every catalog row trains, saves, reloads, beam-searches and scores, at tiny width.
 
 Rows keep their architecture's layer and head counts (specs name layers and heads) with
-embedding and FFN dims shrunk to 64. Rows with the same arch and args run once.
+embedding and FFN dims shrunk to 64. Rows with the same arch and args run once (the columns
+of a multi-language table share their configurations). GLUE rows (Pande et al. Table 4, BERT
+encoders) are not translation models: tests/test_lang_glue.py and the reproduce tests run them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import pytest
 
 from localnmt import testing
 from localnmt.catalog import all_rows
+from localnmt.catalog.tasks import TASKS
 
 SHRINK = [
     "--encoder-embed-dim", "64", "--decoder-embed-dim", "64",
@@ -23,6 +26,8 @@ UPDATES = 12
 def _unique_rows():
     seen: dict[tuple, str] = {}
     for row in all_rows():
+        if not TASKS[row.task].is_translation:
+            continue
         key = (row.arch, row.args)
         if key not in seen:
             seen[key] = row.name

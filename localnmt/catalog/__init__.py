@@ -2,7 +2,9 @@
 
 Each paper has one module in this package with a ``ROWS`` list of :class:`CatalogRow`; they
 are collected here in module order. ``python -m localnmt.catalog`` prints them (``--json``
-for scripts). A row is an architecture plus extra command-line arguments.
+for scripts). A row is an architecture plus extra command-line arguments, trained and scored
+on one task (:mod:`localnmt.catalog.tasks`: language pair or benchmark, its data-prep command and
+scoring). A table with several columns (language pairs) has one row per column and model.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import importlib
 import pkgutil
 import re
 from dataclasses import asdict, dataclass, field
+
+from localnmt.catalog.tasks import DEFAULT_TASK, TASKS
 
 PAPERS = ("vaswani2017", "yang2018", "zhang2021", "yang2019", "pande2021", "shaw2018")
 
@@ -28,15 +32,26 @@ class CatalogRow:
     #: parameter count the paper prints for this row (None when it prints none)
     paper_params: float | None = None
     note: str = ""
+    #: catalog name; default ``paper/table/row/size`` (``paper/table/task/row/size`` for rows
+    #: of another task than WMT14 En-De)
     name: str = field(default="")
+    #: the task (column) this row belongs to: a key of ``localnmt.catalog.tasks.TASKS``
+    task: str = DEFAULT_TASK
+    #: the subset the paper scores the row on: ``test``, or ``valid`` for dev-set ablations
+    split: str = "test"
 
     def __post_init__(self) -> None:
         if self.paper not in PAPERS:
             raise ValueError(f"unknown paper '{self.paper}' (valid: {', '.join(PAPERS)})")
         if self.size not in ("base", "big"):
             raise ValueError(f"size must be base or big, got '{self.size}'")
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task '{self.task}' (valid: {', '.join(TASKS)})")
+        if self.split not in ("test", "valid"):
+            raise ValueError(f"split must be test or valid, got '{self.split}'")
         if not self.name:
-            object.__setattr__(self, "name", make_name(self.paper, self.table, self.row, self.size))
+            name = make_name(self.paper, self.table, self.row, self.size, self.task)
+            object.__setattr__(self, "name", name)
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -48,8 +63,11 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def make_name(paper: str, table: str, row: str, size: str) -> str:
-    return f"{paper}/{slug(table)}/{slug(row)}/{size}"
+def make_name(paper: str, table: str, row: str, size: str, task: str = DEFAULT_TASK) -> str:
+    """``paper/table/row/size``; rows of another task than the default carry it too."""
+    if task == DEFAULT_TASK:
+        return f"{paper}/{slug(table)}/{slug(row)}/{size}"
+    return f"{paper}/{slug(table)}/{slug(task)}/{slug(row)}/{size}"
 
 
 def all_rows() -> list[CatalogRow]:

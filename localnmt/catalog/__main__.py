@@ -1,4 +1,6 @@
-"""``python -m localnmt.catalog [--json] [--paper P] [--table T] [--no-params]``."""
+"""``python -m localnmt.catalog [--json|--markdown] [--paper P] [--table T] [--task K]
+[--no-params] [--update-readme README]``: the catalog rows, with their task (language pair or
+benchmark, see ``localnmt.catalog.tasks``) and parameter counts."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import sys
 from pathlib import Path
 
 from localnmt.catalog import all_rows
+from localnmt.catalog.tasks import TASKS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     parser.add_argument("--paper", help="only rows of this paper (e.g. yang2018)")
     parser.add_argument("--table", help="only rows of this table (e.g. 'Table 2')")
+    parser.add_argument("--task", choices=sorted(TASKS), help="only rows of this task")
     parser.add_argument("--no-params", action="store_true", help="skip parameter counts")
     parser.add_argument("--markdown", action="store_true", help="a markdown table (README)")
     parser.add_argument(
@@ -27,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in all_rows()
         if (args.paper is None or r.paper == args.paper)
         and (args.table is None or r.table.lower() == args.table.lower())
+        and (args.task is None or r.task == args.task)
     ]
     counts: dict[str, int | None] = {}
     if not args.no_params:
@@ -68,14 +73,16 @@ def update_readme(path: Path, table: str) -> None:
 
 
 def render_table(rows, counts, markdown: bool = False) -> str:
-    header = ["paper", "table", "row", "size", "arch", "args", "#params", "paper #params"]
+    header = ["paper", "table", "task", "row", "size", "arch", "args", "#params", "paper #params"]
     lines = []
     for r in rows:
         n = counts.get(r.name)
+        task = TASKS[r.task].label + (" (dev)" if r.split == "valid" else "")
         lines.append(
             [
                 r.paper,
                 r.table,
+                task,
                 r.row,
                 r.size,
                 r.arch,

@@ -1,7 +1,13 @@
-"""Parameter counts of catalog rows, without allocating the model (meta device)."""
+"""Parameter counts of catalog rows, without allocating the model (meta device).
+
+Translation archs: ``--share-all-embeddings`` with a joined 32K vocabulary. Encoder-only archs
+(``localnmt_roberta`` / ``pande2021_bert_*``, Pande et al. Table 4): the masked-LM model
+(encoder, LM head tied to the embeddings, no classification head) with the same vocabulary.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from functools import cache
 from types import SimpleNamespace
 
@@ -25,17 +31,21 @@ def count_parameters(arch: str, args: tuple[str, ...] = (), vocab: int = COUNT_V
     """Trainable parameters (shared tensors counted once) of ``--arch arch args`` with a
     joined vocabulary of ``vocab`` symbols and shared embeddings."""
     from fairseq import options
-    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderModel
 
     import localnmt  # noqa: F401  (registers archs)
 
+    model_cls = ARCH_MODEL_REGISTRY[arch]
+    encoder_only = issubclass(model_cls, FairseqEncoderModel)
     parser = options.get_training_parser()
-    argv = ["/nonexistent", "--arch", arch, "--share-all-embeddings", *args]
-    ns = options.parse_args_and_arch(parser, argv)
+    share = [] if encoder_only else ["--share-all-embeddings"]
+    ns = options.parse_args_and_arch(parser, ["/nonexistent", "--arch", arch, *share, *args])
     dictionary = _dictionary(vocab)
-    task = SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary)
-    with torch.device("meta"):
-        model = ARCH_MODEL_REGISTRY[arch].build_model(ns, task)
+    task = SimpleNamespace(
+        source_dictionary=dictionary, target_dictionary=dictionary, max_positions=lambda: 512
+    )
+    with torch.device("meta"), _no_bert_init():
+        model = model_cls.build_model(ns, task)
     seen: set[int] = set()
     total = 0
     for p in model.parameters():
@@ -43,3 +53,22 @@ def count_parameters(arch: str, args: tuple[str, ...] = (), vocab: int = COUNT_V
             seen.add(id(p))
             total += p.numel()
     return total
+
+
+@contextlib.contextmanager
+def _no_bert_init():
+    """Skip RoBERTa's ``init_bert_params`` (it copies weights through the CPU, which meta
+    tensors cannot do); initialisation does not change the count."""
+    import fairseq.models.roberta.model as roberta_model
+
+    import localnmt.models.roberta_local as roberta_local
+
+    def noop(module) -> None:
+        return None
+
+    saved = roberta_model.init_bert_params, roberta_local.init_bert_params
+    roberta_model.init_bert_params = roberta_local.init_bert_params = noop
+    try:
+        yield
+    finally:
+        roberta_model.init_bert_params, roberta_local.init_bert_params = saved

@@ -3,23 +3,26 @@
 #
 #   scripts/train.sh --data BIN --save-dir DIR [--arch ARCH] [--size base|big|cpu|tiny]
 #       [--max-tokens N] [--max-update N] [--layers N] [--gpus N] [--cpu] [--fp16|--bf16]
+#       [--tokens-per-update N] [--separate-vocab]
 #       [--nnodes N --node-rank R --master-addr HOST --master-port PORT]
 #       [--user-dir DIR|--no-user-dir] [--log FILE] [--dry-run] [-- EXTRA fairseq-train ARGS]
 #
 # One GPU: plain process. Several GPUs (or nodes): torchrun, one process per GPU, fairseq's
 # env:// distributed init. No GPU: CPU fallback (--cpu). --update-freq is chosen so that
-# world_size * max_tokens * update_freq >= 8 GPUs x 4096 tokens (base/big recipes).
+# world_size * max_tokens * update_freq >= --tokens-per-update (default 8 GPUs x 4096 = 32768
+# tokens; base/big recipes). --separate-vocab: separate source/target dictionaries (shares
+# the decoder's input/output embeddings instead of all embeddings).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python}"
 export PYTHONPATH="${REPO_ROOT}${PYTHONPATH:+:${PYTHONPATH}}"
 
-usage() { sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 DATA="" SAVE_DIR="" ARCH="localnmt_base" SIZE="base" MAX_TOKENS="" MAX_UPDATE="" LAYERS=""
 GPUS="" FORCE_CPU=0 PRECISION="" NNODES=1 NODE_RANK=0 MASTER_ADDR_ARG="" MASTER_PORT_ARG=29500
-USER_DIR="auto" LOG="" DRY_RUN=0
+USER_DIR="auto" LOG="" DRY_RUN=0 TOKENS_PER_UPDATE="" SEPARATE_VOCAB=0
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -30,6 +33,8 @@ while [[ $# -gt 0 ]]; do
     --max-tokens) MAX_TOKENS="$2"; shift 2 ;;
     --max-update) MAX_UPDATE="$2"; shift 2 ;;
     --layers) LAYERS="$2"; shift 2 ;;
+    --tokens-per-update) TOKENS_PER_UPDATE="$2"; shift 2 ;;
+    --separate-vocab) SEPARATE_VOCAB=1; shift ;;
     --gpus) GPUS="$2"; shift 2 ;;
     --cpu) FORCE_CPU=1; shift ;;
     --fp16) PRECISION="--fp16"; shift ;;
@@ -67,6 +72,8 @@ RECIPE_ARGS=(--size "$SIZE" --world-size "$WORLD")
 [[ -n "$MAX_TOKENS" ]] && RECIPE_ARGS+=(--max-tokens "$MAX_TOKENS")
 [[ -n "$MAX_UPDATE" ]] && RECIPE_ARGS+=(--max-update "$MAX_UPDATE")
 [[ -n "$LAYERS" ]] && RECIPE_ARGS+=(--layers "$LAYERS")
+[[ -n "$TOKENS_PER_UPDATE" ]] && RECIPE_ARGS+=(--tokens-per-update "$TOKENS_PER_UPDATE")
+[[ "$SEPARATE_VOCAB" == 1 ]] && RECIPE_ARGS+=(--separate-vocab)
 recipe_out="$("$PYTHON" "$REPO_ROOT/localnmt/evaluation/recipes.py" "${RECIPE_ARGS[@]}")"
 mapfile -t HPARAMS <<<"$recipe_out"
 

@@ -54,6 +54,17 @@ def test_train_sh_launchers() -> None:
     assert nodes.rstrip().endswith("--seed 3")
 
 
+def test_train_sh_tokens_per_update_and_separate_vocab() -> None:
+    default = _dry("--cpu")
+    assert "--update-freq 8" in default and "--share-all-embeddings" in default  # 32768 tokens
+    ru = _dry("--cpu", "--tokens-per-update", "25000")
+    assert "--update-freq 7" in ru  # ceil(25000 / 4096): Pande et al.'s En-Ru batch
+    assert "--update-freq 2" in _dry("--gpus", "4", "--tokens-per-update", "25000")
+    assert "--update-freq 1" in _dry("--cpu", "--size", "tiny", "--tokens-per-update", "25000")
+    sep = _dry("--cpu", "--separate-vocab")
+    assert "--share-decoder-input-output-embed" in sep and "--share-all-embeddings" not in sep
+
+
 def test_reproduce_dry_run() -> None:
     out = subprocess.run(
         [

@@ -9,8 +9,11 @@ peaks at step 4000 at ``512^-0.5 * 4000^-0.5 = 7.0e-4`` (base) and
 ``1024^-0.5 * 4000^-0.5 = 4.9e-4`` (big). fairseq's ``inverse_sqrt`` with ``--lr`` as the peak
 reproduces it, so base uses 7e-4 and big 5e-4 (fairseq's scaling-NMT recipe also uses 5e-4
 for big at this batch size; it uses 1e-3 only with a 4x larger batch). Dropout 0.1 (base) and
-0.3 (big, En-De), no weight decay, no gradient clipping, embeddings shared (joined dictionary).
-Vaswani average the last 5 (base) / 20 (big) checkpoints; we save every 1000 updates.
+0.3 (big, En-De), no weight decay, no gradient clipping, embeddings shared (joined dictionary;
+``separate_vocab``: separate source/target dictionaries, e.g. WMT17 Zh-En, share only the
+decoder's input and output embeddings). Vaswani average the last 5 (base) / 20 (big)
+checkpoints; we save every 1000 updates. ``tokens_per_update`` sets another batch than
+8 x 4096 tokens (Pande et al.'s En-Ru: 25K).
 
 ``tiny`` and ``cpu`` shrink the model through CLI overrides of the arch's dimensions, so any
 ``--arch`` (plain fairseq or a localnmt preset) can be smoke-tested on a laptop.
@@ -115,13 +118,16 @@ def train_args(
     max_tokens: int | None = None,
     max_update: int | None = None,
     layers: int | None = None,
+    tokens_per_update: int | None = None,
+    separate_vocab: bool = False,
 ) -> list[str]:
     """fairseq-train arguments (without data, arch, save dir) for one recipe."""
     recipe = RECIPES[size]
     tokens = max_tokens or recipe.max_tokens
-    freq = update_freq(world_size, tokens, PAPER_TOKENS_PER_UPDATE) if recipe.scale_batch else 1
+    target = tokens_per_update or PAPER_TOKENS_PER_UPDATE
+    freq = update_freq(world_size, tokens, target) if recipe.scale_batch else 1
     args = [
-        "--share-all-embeddings",
+        "--share-decoder-input-output-embed" if separate_vocab else "--share-all-embeddings",
         "--optimizer",
         "adam",
         "--adam-betas",
@@ -185,6 +191,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-update", type=int)
     parser.add_argument("--layers", type=int)
     parser.add_argument(
+        "--tokens-per-update",
+        type=int,
+        help=f"batch in tokens reached with --update-freq (default {PAPER_TOKENS_PER_UPDATE})",
+    )
+    parser.add_argument(
+        "--separate-vocab",
+        action="store_true",
+        help="separate source/target dictionaries: share decoder embeddings only",
+    )
+    parser.add_argument(
         "--average-last",
         action="store_true",
         help="print how many checkpoints the recipe averages, and exit",
@@ -194,7 +210,13 @@ def main(argv: list[str] | None = None) -> None:
         print(RECIPES[args.size].average_last)
         return
     for arg in train_args(
-        args.size, args.world_size, args.max_tokens, args.max_update, args.layers
+        args.size,
+        args.world_size,
+        args.max_tokens,
+        args.max_update,
+        args.layers,
+        args.tokens_per_update,
+        args.separate_vocab,
     ):
         print(arg)
 

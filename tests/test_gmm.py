@@ -45,10 +45,11 @@ def inputs(side: str, lengths=(TK, TK - 3, 2)):
     return x, src, padding(list(lengths), TK, side)
 
 
-def ffn(pred, q):
-    """V^T tanh(W^T q + b1) + b2 written with the raw weights (eq. 7-9, 14)."""
-    hidden = torch.tanh(q @ pred.hidden.weight.t() + pred.hidden.bias)
-    return hidden @ pred.out.weight.t() + pred.out.bias
+def ffn(mod, name: str, q):
+    """V^T tanh(W^T q + b1) + b2 of one predictor, written with its raw weights (eq. 7-9, 14)."""
+    w, b1, v, b2 = mod.predictors.weights(name)
+    hidden = torch.tanh(q @ w.t() + b1)
+    return hidden @ v.t() + b2
 
 
 def reference(attn: LocalAttention, x, src, pad, opts: dict):
@@ -69,12 +70,12 @@ def reference(attn: LocalAttention, x, src, pad, opts: dict):
             sl = slice(h * D, (h + 1) * D)
             q, k, v = q_all[:, b, sl], k_all[real, b, sl], v_all[real, b, sl]
             alpha = torch.softmax(q @ k.t() / math.sqrt(D), dim=-1)  # eq. 1-2, (TQ, J)
-            mu_hat, sigma_hat = ffn(mod.mu, q), ffn(mod.sigma, q)
+            mu_hat, sigma_hat = ffn(mod, "mu", q), ffn(mod, "sigma", q)
             if share == "mean":
                 mu_hat = mu_hat.expand(TQ, k_comp)
             if share == "variance":
                 sigma_hat = sigma_hat.expand(TQ, k_comp)
-            omega_hat = None if share == "weight" or k_comp == 1 else ffn(mod.omega, q)
+            omega_hat = None if share == "weight" or k_comp == 1 else ffn(mod, "omega", q)
             beta = torch.zeros(TQ, J)
             prev_mu = torch.zeros(k_comp)
             for i in range(TQ):
@@ -105,7 +106,7 @@ def reference(attn: LocalAttention, x, src, pad, opts: dict):
             if variant == "norm":
                 beta = beta / beta.sum(-1, keepdim=True)
             if fusion == "gate":
-                g = torch.sigmoid(ffn(mod.gate, q))  # eq. 14, (TQ, 1)
+                g = torch.sigmoid(ffn(mod, "gate", q))  # eq. 14, (TQ, 1)
             elif fusion == "average":
                 g = torch.full((TQ, 1), 0.5)
             else:
@@ -185,18 +186,41 @@ def test_incremental_equals_full_forward(spec):
 
 
 def test_synthesis_state_follows_beam_reordering():
+    """Beam search moves hypotheses within a sentence: three hypotheses of one source."""
     attn = make("gmm[variant=synthesis]")
     x, src, pad = inputs("right")
+    src, pad = src[:, :1].expand(-1, 3, -1), pad[:1].expand(3, -1)  # one sentence, beam 3
     order = torch.tensor([2, 0, 0])
     with torch.no_grad():
         state: dict = {}
         attn(x[:2], src, src, key_padding_mask=pad, incremental_state=state, static_kv=True)
         attn.reorder_incremental_state(state, order)
-        out, _ = attn(x[2:3, order], src, src, key_padding_mask=pad[order],
+        out, _ = attn(x[2:3, order], src, src, key_padding_mask=pad,
                       incremental_state=state, static_kv=True)  # fmt: skip
-        xr, srcr, padr = x[:, order], src[:, order], pad[order]
-        full, _ = attn(xr[:3], srcr, srcr, key_padding_mask=padr)
+        full, _ = attn(x[:3, order], src, src, key_padding_mask=pad)
     torch.testing.assert_close(out[0], full[2], atol=1e-5, rtol=0)
+
+
+def test_source_buffers_move_only_when_the_batch_shrinks():
+    """Source-only buffers (keys, values, padding, positions) stay put under a same-size
+    reorder, as in fairseq; the synthesis state always follows the hypotheses."""
+    attn = make("gmm[variant=synthesis]")
+    x, src, pad = inputs("left")
+    with torch.no_grad():
+        state: dict = {}
+        attn(x[:2], src, src, key_padding_mask=pad, incremental_state=state, static_kv=True)
+        before = dict(attn._get_input_buffer(state))
+        assert {"prev_key", "key_positions", "key_lengths"} <= set(before)
+        attn.reorder_incremental_state(state, torch.tensor([1, 1, 0]))
+        after = attn._get_input_buffer(state)
+        for name in ("prev_key", "prev_value", "prev_key_padding_mask", "key_positions"):
+            assert after[name] is before[name]
+        mu = [k for k in after if k not in before or after[k] is not before[k]]
+        assert mu, "the synthesis mean must be reordered"
+        attn.reorder_incremental_state(state, torch.tensor([2, 0]))
+        after = attn._get_input_buffer(state)
+        torch.testing.assert_close(after["prev_key"], before["prev_key"][[2, 0]])
+        torch.testing.assert_close(after["key_positions"], before["key_positions"][[2, 0]])
 
 
 @pytest.mark.parametrize("opts", CASES, ids=spec_of)

@@ -114,9 +114,8 @@ def dense_attention(
     ``probs`` is after ``post`` and before dropout; ``out`` uses the dropped-out probs."""
     logits = dense_logits(problem)
     probs = torch.softmax(logits, dim=-1)
-    empty = (logits <= MASK_VALUE).all(dim=-1, keepdim=True)
-    if empty.any():  # a query with no allowed key attends to nothing (see zero_empty_rows)
-        probs = probs.masked_fill(empty, 0.0)
+    # a query with no allowed key attends to nothing (see zero_empty_rows); no host sync
+    probs = probs.masked_fill((logits <= MASK_VALUE).all(dim=-1, keepdim=True), 0.0)
     if post is not None:
         probs = post(probs)
     used = probs.type_as(problem.v)

@@ -36,6 +36,8 @@ from localnmt.attention.modifier import AttentionModifier, apply_head_selection
 IncrementalState = dict[str, dict[str, Tensor | None]]
 
 _BASE_BUFFER_KEYS = ("prev_key", "prev_value", "prev_key_padding_mask")
+#: cross-attention buffers that depend on the source sentence only
+_STATIC_SOURCE_KEYS = (*_BASE_BUFFER_KEYS, "key_positions", "key_lengths")
 
 
 class LocalAttention(MultiheadAttention):
@@ -263,8 +265,18 @@ class LocalAttention(MultiheadAttention):
         bsz, _, tq, _ = q.shape
         tk = k.size(2)
 
+        def source_positions() -> tuple[Tensor, Tensor]:
+            if not self.encoder_decoder_attention or saved_state is None:
+                return key_positions_from_padding(key_padding_mask, bsz, tk, q.device)
+            # the source is the same at every decoding step: compute once per sentence batch
+            cached = saved_state.get("key_positions")
+            if cached is None or cached.shape != (bsz, tk):
+                key_pos, lengths = key_positions_from_padding(key_padding_mask, bsz, tk, q.device)
+                saved_state["key_positions"], saved_state["key_lengths"] = key_pos, lengths
+            return saved_state["key_positions"], saved_state["key_lengths"]
+
         def positions() -> tuple[Tensor, Tensor, Tensor]:
-            key_pos, lengths = key_positions_from_padding(key_padding_mask, bsz, tk, q.device)
+            key_pos, lengths = source_positions()
             if self.self_attention:
                 query_pos = key_pos[:, tk - tq :]
                 if self.site.causal:
@@ -384,7 +396,16 @@ class LocalAttention(MultiheadAttention):
         input_buffer = self._get_input_buffer(incremental_state)
         if input_buffer:
             for name, value in list(input_buffer.items()):
-                if value is not None:
-                    input_buffer[name] = value.index_select(0, new_order)
+                if value is None:
+                    continue
+                if (
+                    name in _STATIC_SOURCE_KEYS
+                    and self.encoder_decoder_attention
+                    and value.size(0) == new_order.size(0)
+                ):
+                    # beam search reorders hypotheses within a sentence, and every hypothesis
+                    # of a sentence has the same source: nothing to move (fairseq skips too)
+                    continue
+                input_buffer[name] = value.index_select(0, new_order)
             incremental_state = self._set_input_buffer(incremental_state, input_buffer)
         return incremental_state

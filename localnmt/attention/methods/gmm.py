@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from localnmt.attention.context import MASK_VALUE, AttentionContext, AttentionSite
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
@@ -50,16 +51,42 @@ EXP_CLAMP = 8.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class Predictor(nn.Module):
-    """``V^T tanh(W^T Q(s_i) + b1) + b2`` (eq. 7-9 and the inside of eq. 14)."""
+class PredictorBank(nn.Module):
+    """Several ``V^T tanh(W^T Q(s_i) + b1) + b2`` (eq. 7-9 and the inside of eq. 14) at once.
 
-    def __init__(self, dim: int, out: int):
+    Each named predictor has its own ``W`` (d×d), ``b1``, ``V`` (d×out) and ``b2``; they are
+    stored stacked so that one call runs two matrix products for all of them (the hidden
+    layers side by side, the output layers as one block-diagonal product) instead of two per
+    predictor: a decoding step of GMM cross-attention is bound by the number of small ops.
+    """
+
+    def __init__(self, dim: int, outs: dict[str, int]):
         super().__init__()
-        self.hidden = nn.Linear(dim, dim)
-        self.out = nn.Linear(dim, out)
+        self.names = tuple(outs)
+        self.outs = tuple(outs.values())
+        n, total = len(self.outs), sum(self.outs)
+        self.hidden_weight = nn.Parameter(torch.empty(n * dim, dim))
+        self.hidden_bias = nn.Parameter(torch.empty(n * dim))
+        self.out_weight = nn.Parameter(torch.empty(total, dim))
+        self.out_bias = nn.Parameter(torch.empty(total))
+        bound = 1 / math.sqrt(dim)  # nn.Linear's default: U(±1/√fan_in), fan_in = d for both
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
 
-    def forward(self, q: Tensor) -> Tensor:
-        return self.out(torch.tanh(self.hidden(q)))
+    def weights(self, name: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``W`` (d, d), ``b1`` (d,), ``V^T`` (out, d), ``b2`` (out,) of one predictor."""
+        i = self.names.index(name)
+        dim = self.hidden_weight.size(1)
+        start = sum(self.outs[:i])
+        rows, cols = slice(i * dim, (i + 1) * dim), slice(start, start + self.outs[i])
+        return (self.hidden_weight[rows], self.hidden_bias[rows], self.out_weight[cols],
+                self.out_bias[cols])  # fmt: skip
+
+    def forward(self, q: Tensor) -> dict[str, Tensor]:
+        hidden = torch.tanh(F.linear(q, self.hidden_weight, self.hidden_bias))  # (..., n·d)
+        blocks = torch.block_diag(*self.out_weight.split(self.outs))  # (Σ out, n·d)
+        out = F.linear(hidden, blocks, self.out_bias)
+        return dict(zip(self.names, out.split(self.outs, dim=-1)))
 
 
 @dataclass
@@ -138,24 +165,29 @@ class GaussianMixture(AttentionModifier):
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)
         dim, k = site.head_dim, options.k
-        self.mu = Predictor(dim, 1 if options.share == "mean" else k)
-        self.sigma = Predictor(dim, 1 if options.share == "variance" else k)
-        # one component or shared weights: ω ≡ 1/K, nothing to predict
-        self.omega = None if options.share == "weight" or k == 1 else Predictor(dim, k)
-        self.gate = Predictor(dim, 1) if options.fusion == "gate" else None
+        outs = {
+            "mu": 1 if options.share == "mean" else k,
+            "sigma": 1 if options.share == "variance" else k,
+        }
+        if options.share != "weight" and k > 1:  # else ω ≡ 1/K, nothing to predict
+            outs["omega"] = k
+        if options.fusion == "gate":
+            outs["gate"] = 1
+        self.predictors = PredictorBank(dim, outs)
 
     # ---- eq. 7-12 and Table 1 -------------------------------------------------------------
-    def mixture_params(self, ctx: AttentionContext, query: Tensor) -> MixtureParams:
-        """Convert the FFN outputs on ``query`` = Q(s_i) ``(B, H, Tq, d)`` into the mixture."""
+    def mixture_params(self, ctx: AttentionContext, raw: dict[str, Tensor]) -> MixtureParams:
+        """Convert the FFN outputs ``raw`` (eq. 7-9, ``(B, H, Tq, ·)``) into the mixture."""
         opts = self.options
         k = opts.k
-        shape = (*query.shape[:-1], k)
-        mu_hat = self.mu(query).float().expand(shape)
-        sigma_hat = self.sigma(query).float().expand(shape)
-        omega_hat = None if self.omega is None else self.omega(query).float()
+        shape = (*raw["mu"].shape[:-1], k)
+        mu_hat = raw["mu"].float().expand(shape)
+        sigma_hat = raw["sigma"].float().expand(shape)
+        omega_hat = raw["omega"].float() if "omega" in raw else None
+        device = mu_hat.device
         if opts.variant == "synthesis":
             omega = (
-                torch.ones(shape, device=query.device)
+                torch.ones(shape, device=device)
                 if omega_hat is None
                 else omega_hat.clamp(max=EXP_CLAMP).exp()
             )
@@ -164,7 +196,7 @@ class GaussianMixture(AttentionModifier):
             sigma = torch.rsqrt(2 * inv_two_var)
             return MixtureParams(omega.log(), inv_two_var, omega, mu, sigma)
         if omega_hat is None:
-            omega = torch.full(shape, 1.0 / k, device=query.device)
+            omega = torch.full(shape, 1.0 / k, device=device)
         else:
             omega = torch.softmax(omega_hat, dim=-1)  # eq. 10
         length = ctx.key_lengths[:, None, :, None].float()  # J, (B, 1, Tq, 1)
@@ -190,7 +222,8 @@ class GaussianMixture(AttentionModifier):
     # ---- eq. 13-15 --------------------------------------------------------------------------
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         query = ctx.q * math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the pipeline's 1/sqrt(d)
-        params = self.mixture_params(ctx, query)
+        raw = self.predictors(query)
+        params = self.mixture_params(ctx, raw)
         real = None if ctx.key_padding_mask is None else ~ctx.key_padding_mask.bool()
         beta = mixture_attention(
             params,
@@ -199,8 +232,7 @@ class GaussianMixture(AttentionModifier):
             normalise=self.options.variant == "norm",
         )
         if self.options.fusion == "gate":
-            assert self.gate is not None
-            gate = torch.sigmoid(self.gate(query).float())  # eq. 14, (B, H, Tq, 1)
+            gate = torch.sigmoid(raw["gate"].float())  # eq. 14, (B, H, Tq, 1)
         elif self.options.fusion == "average":
             gate = probs.new_full((*probs.shape[:3], 1), 0.5)
         else:

@@ -59,11 +59,16 @@ class QuadraticBias:
         constant (which cancels in softmax), without the float32 cancellation of ``a·j² + b·j``
         when ``|a|`` is large (a narrow Gaussian far from position 0)."""
         j = ctx.key_positions[:, None, None, :]  # (B, 1, 1, Tk)
+        a, shift, slope = self.vertex_form()
+        jc = j - shift.unsqueeze(-1)
+        return a.unsqueeze(-1) * jc * jc + slope.unsqueeze(-1) * jc
+
+    def vertex_form(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(a, c, b + 2ac)`` in float32: the bias is ``a·(j−c)² + (b+2ac)·(j−c)`` + const."""
         a, b = self.a.float(), self.b.float()
         nonzero = a != 0
         shift = torch.where(nonzero, -b / (2 * torch.where(nonzero, a, 1.0)), 0.0)
-        jc = j - shift.unsqueeze(-1)
-        return a.unsqueeze(-1) * jc * jc + (b + 2 * a * shift).unsqueeze(-1) * jc
+        return a, shift, b + 2 * a * shift
 
 
 @dataclass

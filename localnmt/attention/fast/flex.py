@@ -1,0 +1,188 @@
+"""FlexAttention (``torch.nn.attention.flex_attention``) for windows, padding, the causal
+triangle and Gaussian biases, with block masks: on a GPU, compiled into one fused kernel that
+skips the key blocks a window never reaches (DESIGN.md, performance notes).
+
+The restrictions become a ``mask_mod`` over indices (a band in real-token positions is the
+same band in indices: padding sits at one end of a sentence, as in ``band.py``), turned into a
+``BlockMask`` once per shape and padding mask and reused by every layer that sees the same
+padding; the quadratic biases (Yang et al. 2018 eq. 5, :class:`QuadraticBias`) become a
+``score_mod`` in vertex form ``a·(j−c)² + (b+2ac)·(j−c)``, the reference's float32 formula.
+Stacked key groups (2D-CSAN) are ``G`` copies of the same positions: key ``kv`` sits at
+``kv mod Tk``.
+
+Taken automatically on CUDA when torch has FlexAttention and the problem has a window
+(``bands``); elsewhere only when forced (``kernels.FORCE_KERNEL = "flex"``): on CPU, torch's
+FlexAttention has no backward and its unfused fallback materialises every score, so the CPU
+uses ``band`` / SDPA instead. Declines dense masks and dense biases (SDPA takes those),
+dropout (FlexAttention has none), cross-attention, and CPU problems that need gradients.
+A failure of the compiled kernel on first use is reported once and turns the kernel off
+(the next kernel runs). ``LOCALNMT_FLEX=0`` turns it off from the start.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from localnmt.attention import kernels
+from localnmt.attention.fast.band import KEY_GROUPS, _band_reach
+from localnmt.attention.kernels import AttentionProblem, register_kernel
+
+#: Shortest sequence taken automatically on CUDA (below it a window saves few key blocks
+#: of 128, FlexAttention's block size, and SDPA with a mask is as fast).
+MIN_LENGTH = 256
+#: Block masks kept (one per padding mask, shape and window; every layer of a batch shares one).
+CACHE_SIZE = 8
+
+_disabled = os.environ.get("LOCALNMT_FLEX", "1") == "0"
+_compiled: Callable[..., Tensor] | None = None
+_block_masks: OrderedDict[tuple, Any] = OrderedDict()
+
+
+def available() -> bool:
+    """Whether this torch has FlexAttention."""
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _flex(device: torch.device) -> Callable[..., Tensor]:
+    """Compiled FlexAttention on GPUs; the eager (unfused, reference) one on CPU."""
+    global _compiled
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if device.type == "cpu":
+        return flex_attention
+    if _compiled is None:
+        _compiled = torch.compile(flex_attention)
+    return _compiled
+
+
+def make_mask_mod(
+    left: Tensor, right: Tensor, real: Tensor | None, tk: int, offset: int, causal: bool
+) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+    """``mask_mod(b, h, q, kv)``: key ``kv`` (position ``kv mod tk``) inside query ``q``'s
+    window ``[q+offset−left[h], q+offset+right[h]]``, real, and not after ``q`` if causal.
+    ``offset = tk − tq`` (incremental decoding: the queries are the last ``tq`` positions)."""
+
+    def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        rel = kv_idx % tk - (q_idx + offset)
+        keep = (rel >= -left[h]) & (rel <= right[h])
+        if real is not None:
+            keep = keep & real[b, kv_idx]
+        if causal:
+            keep = keep & (rel <= 0)
+        return keep
+
+    return mask_mod
+
+
+def make_score_mod(
+    terms: list[tuple[Tensor, Tensor, Tensor]], key_positions: Tensor, tk: int
+) -> Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]:
+    """``score_mod``: add each ``a·(j−c)² + s·(j−c)`` (``(B, H, Tq)`` tensors, vertex form) with
+    ``j`` the key's real-token position."""
+
+    def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        j = key_positions[b, kv_idx % tk]
+        for a, c, s in terms:
+            jc = j - c[b, h, q_idx]
+            score = score + a[b, h, q_idx] * jc * jc + s[b, h, q_idx] * jc
+        return score
+
+    return score_mod
+
+
+def _block_mask(problem: AttentionProblem, left: Tensor, right: Tensor, groups: int) -> Any:
+    """The problem's ``BlockMask``, cached by shape, window and padding mask."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    bsz, heads, tq, _ = problem.q.shape
+    tk_all = problem.k.size(2)
+    tk = tk_all // groups
+    kpm = problem.key_padding_mask
+    per_head = bool((left != left[0]).any() or (right != right[0]).any())
+    key = (
+        str(problem.q.device), bsz, heads, tq, tk_all, groups, problem.causal,
+        tuple(left.tolist()), tuple(right.tolist()),
+        None if kpm is None else (kpm.data_ptr(), kpm._version, tuple(kpm.shape)),
+    )  # fmt: skip
+    if key in _block_masks:
+        _block_masks.move_to_end(key)
+        return _block_masks[key]
+    real = None if kpm is None else ~kpm.bool()
+    mask_mod = make_mask_mod(left, right, real, tk, tk - tq, problem.causal)
+    block_mask = create_block_mask(
+        mask_mod,
+        bsz if real is not None else None,
+        heads if per_head else None,
+        tq,
+        tk_all,
+        device=problem.q.device,
+    )
+    _block_masks[key] = block_mask
+    while len(_block_masks) > CACHE_SIZE:
+        _block_masks.popitem(last=False)
+    return block_mask
+
+
+@register_kernel("flex", priority=30)
+def flex_kernel(problem: AttentionProblem) -> Tensor | None:
+    """FlexAttention with a block mask for the window; None when it cannot or should not."""
+    global _disabled
+    forced = kernels.FORCE_KERNEL == "flex"
+    if _disabled or not available():
+        return None
+    if not forced and (problem.q.device.type != "cuda" or not problem.bands):
+        return None
+    if problem.allowed is not None or problem.dense_bias is not None or problem.dropout_p > 0:
+        return None
+    if problem.ctx.site.kind == "cross":
+        return None
+    needs_grad = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (problem.q, problem.k, problem.v)
+    )
+    if problem.q.device.type == "cpu" and needs_grad:
+        return None  # no FlexAttention backward on CPU
+    groups = int(problem.ctx.extras.get(KEY_GROUPS, 1))
+    bsz, heads, tq, _ = problem.q.shape
+    tk = problem.k.size(2) // groups
+    if tk * groups != problem.k.size(2) or tq > tk:
+        return None
+    if problem.quadratic and groups != 1:
+        return None
+    if not forced and tk < MIN_LENGTH:
+        return None
+    left, right = _band_reach(problem, heads)
+    left, right = left.clamp(max=tk), right.clamp(max=tk)
+    score_mod = None
+    if problem.quadratic:
+        terms = []
+        for quad in problem.quadratic:
+            a, c, s = (t.expand(bsz, heads, tq).contiguous() for t in quad.vertex_form())
+            terms.append((a, c, s))
+        score_mod = make_score_mod(terms, problem.ctx.key_positions.float(), tk)
+    try:
+        block_mask = _block_mask(problem, left, right, groups)
+        with warnings.catch_warnings():  # CPU: the unfused fallback says so on every call
+            warnings.filterwarnings("ignore", message="flex_attention called without")
+            return _flex(problem.q.device)(
+                problem.q, problem.k, problem.v, score_mod=score_mod, block_mask=block_mask,
+                scale=1.0,
+            )  # fmt: skip
+    except Exception as err:  # a compiler or driver problem: report once, fall back
+        if forced:
+            raise
+        _disabled = True
+        warnings.warn(
+            f"localnmt: FlexAttention failed ({err!r}); using the other kernels", stacklevel=2
+        )
+        return None

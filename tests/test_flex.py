@@ -1,0 +1,152 @@
+"""The FlexAttention kernel equals the dense reference (forward; torch has no FlexAttention
+backward on CPU), for windows, padding on either side, the causal triangle, incremental
+decoding, stacked key groups and Gaussian biases; it declines what it cannot compute."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from localnmt.attention import AttentionSite, LocalAttention, kernels
+from localnmt.attention.fast import flex
+
+pytestmark = pytest.mark.skipif(not flex.available(), reason="torch without FlexAttention")
+
+C, H, T, B = 32, 4, 21, 3
+
+
+def make_attention(kind: str, spec: str) -> LocalAttention:
+    from localnmt.attention.spec import build_modifiers, parse_spec
+
+    torch.manual_seed(0)
+    site = AttentionSite(kind, 0, num_layers=1, embed_dim=C, num_heads=H)
+    return LocalAttention(
+        C,
+        H,
+        site=site,
+        modifiers=build_modifiers(parse_spec(spec), site),
+        self_attention=kind != "cross",
+        encoder_decoder_attention=kind == "cross",
+    ).eval()
+
+
+@pytest.fixture
+def force_flex():
+    kernels.FORCE_KERNEL = "flex"
+    yield
+    kernels.FORCE_KERNEL = None
+
+
+def padding(left: bool) -> torch.Tensor:
+    mask = torch.zeros(B, T, dtype=torch.bool)
+    if left:
+        mask[1, : T - 8] = True  # 8 real tokens
+    else:
+        mask[1, 8:] = True
+    mask[2, :] = True  # a sentence of padding only
+    return mask
+
+
+ENCODER_SPECS = [
+    "csan_1d[window=5]",
+    "csan_1d[window=3,heads=1;3] + csan_1d[window=7,heads=2]",  # per-head windows
+    "csan_2d[window=3,area_heads=3]",  # three stacked key groups
+    "localness[window=query]",  # Gaussian bias only
+    "localness[window=head] + csan_1d[window=9]",  # bias and window
+]
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("spec", ENCODER_SPECS)
+def test_encoder_equals_reference(force_flex, left, spec):
+    att = make_attention("encoder_self", spec)
+    mask = padding(left)
+    x = torch.randn(T, B, C)
+    with torch.no_grad():
+        fast, _ = att(x, x, x, key_padding_mask=mask, need_weights=False)
+        ref, _ = att(x, x, x, key_padding_mask=mask, need_weights=True)  # dense reference
+    real = ~mask.t()
+    assert real.sum() > 0
+    torch.testing.assert_close(fast[real], ref[real], atol=1e-5, rtol=1e-4)
+    assert torch.isfinite(fast).all()
+
+
+DECODER_SPECS = ["csan_1d[window=5]", "localness[window=head] + csan_1d[window=7]"]
+
+
+@pytest.mark.parametrize("spec", DECODER_SPECS)
+def test_decoder_full_and_incremental(force_flex, spec):
+    att = make_attention("decoder_self", spec)
+    x = torch.randn(T, 2, C)
+    future = torch.full((T, T), float("-inf")).triu(1)
+    with torch.no_grad():
+        fast, _ = att(x, x, x, attn_mask=future, need_weights=False)
+        ref, _ = att(x, x, x, attn_mask=future, need_weights=True)
+        state: dict = {}
+        steps = [
+            att(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state,
+                need_weights=False)[0]
+            for t in range(T)
+        ]  # fmt: skip
+    torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(torch.cat(steps), ref, atol=1e-5, rtol=1e-4)
+
+
+def test_matches_plain_restatement(force_flex):
+    """Independent of the pipeline: a band over indices with left padding, written out."""
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(2, 2, 12, 8) for _ in range(3))
+    pad = torch.zeros(2, 12, dtype=torch.bool)
+    pad[0, :4] = True
+    left, right = torch.tensor([2, 0]), torch.tensor([1, 3])
+    mask_mod = flex.make_mask_mod(left, right, ~pad, 12, 0, causal=False)
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    bm = create_block_mask(mask_mod, 2, 2, 12, 12, device="cpu")
+    got = flex_attention(q, k, v, block_mask=bm, scale=1.0)
+    rel = torch.arange(12)[None, :] - torch.arange(12)[:, None]  # j - i
+    want = torch.zeros_like(got)
+    for b in range(2):
+        for h in range(2):
+            allowed = (rel >= -left[h]) & (rel <= right[h]) & ~pad[b][None, :]
+            logits = (q[b, h] @ k[b, h].t()).masked_fill(~allowed, float("-inf"))
+            want[b, h] = torch.softmax(logits, -1).nan_to_num(0.0) @ v[b, h]
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_block_masks_are_shared_across_layers(force_flex):
+    flex._block_masks.clear()
+    att = make_attention("encoder_self", "csan_1d[window=5]")
+    mask = padding(True)
+    x = torch.randn(T, B, C)
+    with torch.no_grad():
+        att(x, x, x, key_padding_mask=mask, need_weights=False)
+        att(x, x, x, key_padding_mask=mask, need_weights=False)  # the next layer, same mask
+    assert len(flex._block_masks) == 1
+
+
+def test_declines():
+    from localnmt.attention.context import AttentionContext, BandMask
+    from localnmt.attention.kernels import AttentionProblem
+
+    q = torch.randn(1, 2, 300, 8)
+    site = AttentionSite("encoder_self", 0, 1, 16, 2)
+    ctx = AttentionContext(site=site, query_input=q, q=q, k=q, v=q, key_padding_mask=None)
+    band = [BandMask(3, 3)]
+    # on CPU it is never chosen automatically
+    assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, bands=band)) is None
+    kernels.FORCE_KERNEL = "flex"
+    try:
+        assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, bands=band)) is not None
+        assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, bands=band, dropout_p=0.1)) is None
+        dense = torch.ones(300, 300, dtype=torch.bool)
+        assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, allowed=dense)) is None
+        grad_q = q.clone().requires_grad_()
+        assert flex.flex_kernel(AttentionProblem(ctx, grad_q, q, q, bands=band)) is None
+        cross = AttentionContext(
+            site=AttentionSite("cross", 0, 1, 16, 2), query_input=q, q=q, k=q, v=q,
+            key_padding_mask=None,
+        )  # fmt: skip
+        assert flex.flex_kernel(AttentionProblem(cross, q, q, q, bands=band)) is None
+    finally:
+        kernels.FORCE_KERNEL = None

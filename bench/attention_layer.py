@@ -248,24 +248,39 @@ def chosen_path(layer: nn.Module, inputs: LayerInputs, kernel: str | None = None
         return original(*args, **kwargs)
 
     pipeline.dense_attention = counting
+    if kernel is None:  # record which kernel the automatic choice takes (with gradients on)
+        taken: list[str] = []
+        saved = list(kernels._KERNELS)
+
+        def recording(name: str, fn: Callable) -> Callable:
+            def run(problem: Any) -> Any:
+                out = fn(problem)
+                if out is not None:
+                    taken.append(name)
+                return out
+
+            return run
+
+        kernels._KERNELS[:] = [(p, n, recording(n, fn)) for p, n, fn in saved]
+        try:
+            fwd_forward(layer, inputs)()
+        finally:
+            kernels._KERNELS[:] = saved
+            pipeline.dense_attention = original
+        if calls:
+            return "dense"
+        return taken[0] if taken else "dense"
     try:
         with torch.no_grad():
             forward = fwd_forward(layer, inputs)
             forward()
             if calls:
                 return "dense"
-            for name in [kernel] if kernel else kernels.kernel_names():
-                with forced_kernel(name):
-                    try:
-                        forward()
-                    except RuntimeError as err:
-                        if "declined" in str(err) and kernel is None:
-                            continue
-                        raise
-                return name
+            with forced_kernel(kernel):
+                forward()
+            return kernel
     finally:
         pipeline.dense_attention = original
-    return "dense"
 
 
 def fwd_forward(layer: nn.Module, inputs: LayerInputs) -> Callable[[], None]:

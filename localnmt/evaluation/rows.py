@@ -1,4 +1,4 @@
-"""Catalog rows of one paper table, and which row is that table's baseline."""
+"""Catalog rows of one paper table, their tasks, and which row is that table's baseline."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ PLAIN_ARCHS = {
     "transformer",
     "transformer_wmt_en_de",
     "transformer_vaswani_wmt_en_de_big",
+    "localnmt_roberta_base",  # BERT-base, the reference of Pande et al. Table 4
 }
 _BASELINE_LABEL = re.compile(r"^(baseline|transformer([ -_]?(base|big))?)\b", re.IGNORECASE)
 
@@ -37,10 +38,32 @@ def table_key(table: str) -> str:
     return match.group(0).lower() if match else str(table).strip().lower()
 
 
+def table_id(table: str) -> str:
+    """``"Table 2"``, ``"table2"``, ``"2"`` → ``"table2"``; ``"Figure 2a"``, ``"fig2a"`` →
+    ``"figure2a"`` (a table and a figure with the same number are different selections)."""
+    kind = "figure" if str(table).strip().lower().startswith("fig") else "table"
+    return f"{kind}{table_key(table)}"
+
+
 def select_rows(rows: list[dict], paper: str, table: str) -> list[dict]:
-    """Rows of one paper and table, in catalog order."""
-    key = table_key(table)
-    return [r for r in rows if r["paper"] == paper and table_key(r["table"]) == key]
+    """Rows of one paper and table (or figure), in catalog order."""
+    key = table_id(table)
+    return [r for r in rows if r["paper"] == paper and table_id(r["table"]) == key]
+
+
+def row_task(row: dict) -> str:
+    """The row's task (rows written before tasks existed are WMT14 En-De)."""
+    from localnmt.catalog.tasks import DEFAULT_TASK
+
+    return row.get("task") or DEFAULT_TASK
+
+
+def group_by_task(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows per task, tasks in order of first appearance (the catalog's column order)."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row_task(row), []).append(row)
+    return groups
 
 
 def is_plain(row: dict) -> bool:

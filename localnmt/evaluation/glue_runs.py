@@ -1,0 +1,154 @@
+"""Pande et al. (2021) Table 4 runs: pre-train a BERT arch, fine-tune it per GLUE task, read
+the dev accuracy.
+
+Data layout (``--data``, default ``runs/data/glue``)::
+
+    DATA/pretrain/   fairseq-preprocess --only-source output of the pre-training text
+                     (dict.txt, train.*, valid.*), BPE-segmented
+    DATA/<TASK>/     data_prep/prepare_glue.sh output for QQP, SST-2, MNLI, QNLI (built with
+                     the pre-training dictionary)
+
+Per row: ``scripts/roberta_pretrain.sh`` (128-token phase, then 512), then
+``scripts/glue_finetune.sh`` per task from the 512-token checkpoint. The paper picks batch
+size in {32, 128} and learning rate in {1e-4, 2e-4} per task: ``grid=True`` runs the four and
+keeps the best dev accuracy, else the scripts' default (32, 1e-4) runs alone. MNLI is
+validated on matched (``valid``, the number reported) and mismatched (``valid1``) dev sets.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from localnmt.catalog.tasks import GLUE_TASKS
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PRETRAIN_SH = REPO_ROOT / "scripts" / "roberta_pretrain.sh"
+FINETUNE_SH = REPO_ROOT / "scripts" / "glue_finetune.sh"
+#: (batch size, learning rate) choices of the paper (Section 5.1).
+GRID = ((32, "1e-4"), (32, "2e-4"), (128, "1e-4"), (128, "2e-4"))
+DEFAULT_SETTING = (32, "1e-4")
+#: --tiny: 12 layers kept (the tying specs name layers 1-11 / 1-10), narrow and short.
+TINY_MODEL = ["--encoder-embed-dim", "48", "--encoder-ffn-embed-dim", "64", "--num-workers", "0"]
+TINY_PRETRAIN = ["--phase1-updates", "3", "--phase2-updates", "1", "--batch-per-gpu", "8"]
+TINY_FINETUNE = ["--batch-size", "8", "--warmup", "1", "--max-epoch", "1"]
+
+_VALID = re.compile(r"valid on '(\w+)' subset \|(.*)$")
+
+
+@dataclass
+class Step:
+    """One command of a row's run: skipped when ``done`` exists."""
+
+    name: str
+    cmd: list[str]
+    log: Path
+    done: Path
+    task: str | None = None  # the GLUE task of a fine-tuning step
+    setting: tuple[int, str] | None = None
+
+
+@dataclass
+class GluePlan:
+    """All steps of one catalog row."""
+
+    row: dict
+    steps: list[Step] = field(default_factory=list)
+
+
+def missing_data(data: Path, tasks: tuple[str, ...] = GLUE_TASKS) -> list[str]:
+    """What is missing under a GLUE data folder (empty when it is complete)."""
+    missing = [] if (data / "pretrain" / "dict.txt").is_file() else ["pretrain/dict.txt"]
+    missing += [
+        f"{t}/localnmt_glue.json" for t in tasks if not (data / t / "localnmt_glue.json").is_file()
+    ]
+    return missing
+
+
+def plan_row(
+    row: dict,
+    data: Path,
+    run_dir: Path,
+    *,
+    tasks: tuple[str, ...] = GLUE_TASKS,
+    grid: bool = False,
+    tiny: bool = False,
+    cpu: bool = False,
+    gpus: int | None = None,
+    extra: list[str] | None = None,
+) -> GluePlan:
+    """The pre-training and fine-tuning commands of one row (nothing runs)."""
+    arch = row["arch"]
+    common = ["--arch", arch]
+    if gpus is not None:
+        common += ["--gpus", str(gpus)]
+    if cpu:
+        common.append("--cpu")
+    if tiny:
+        common += ["--optimizer", "adam"]  # no apex probing needed for a smoke test
+    model_args = [*row.get("args", []), *(TINY_MODEL if tiny else []), *(extra or [])]
+    pre_dir = run_dir / "pretrain"
+    pretrain = ["bash", str(PRETRAIN_SH), "--data", str(data / "pretrain"), "--save-dir",
+                str(pre_dir), *common, *(TINY_PRETRAIN if tiny else [])]  # fmt: skip
+    # tiny: no 2K-sequence accumulation; keep the few packed blocks of a tiny corpus
+    tiny_pre = ["--update-freq", "1", "--required-batch-size-multiple", "1"]
+    pre_extra = [*model_args, *(tiny_pre if tiny else [])]
+    if pre_extra:
+        pretrain += ["--", *pre_extra]
+    plan = GluePlan(row)
+    plan.steps.append(Step("pretrain", pretrain, pre_dir / "train.log", pre_dir / "pretrain.done"))
+    restore = pre_dir / "seq512" / "checkpoint_last.pt"
+    for task in tasks:
+        for bsz, lr in GRID if grid else (DEFAULT_SETTING,):
+            out = run_dir / task / (f"bsz{bsz}_lr{lr}" if grid else "")
+            cmd = ["bash", str(FINETUNE_SH), "--data", str(data / task), "--save-dir",
+                   str(out / "checkpoints"), "--restore-file", str(restore), *common]  # fmt: skip
+            if tiny:
+                cmd += TINY_FINETUNE
+            else:
+                cmd += ["--batch-size", str(bsz), "--lr", lr]
+            ft_extra = list(model_args)
+            if task == "MNLI":
+                ft_extra = ["--valid-subset", "valid,valid1", *ft_extra]
+            if tiny:
+                ft_extra += ["--max-update", "3"]
+            cmd += ["--", *ft_extra]
+            step = Step(f"finetune {task}", cmd, out / "train.log", out / "finetune.done", task)
+            step.setting = (bsz, lr)
+            plan.steps.append(step)
+    return plan
+
+
+def dev_accuracy(log_text: str) -> dict[str, float]:
+    """Best dev accuracy per validation subset (``valid``, ``valid1``) of a fine-tuning log."""
+    best: dict[str, float] = {}
+    for line in log_text.splitlines():
+        match = _VALID.search(line)
+        if not match:
+            continue
+        for item in match.group(2).split(" | "):
+            parts = item.split()
+            if len(parts) == 2 and parts[0] == "accuracy":
+                value = float(parts[1])
+                best[match.group(1)] = max(value, best.get(match.group(1), value))
+    return best
+
+
+def row_scores(plan: GluePlan) -> dict:
+    """Per task: dev accuracy (matched for MNLI), the setting that gave it, all settings."""
+    out: dict[str, dict] = {}
+    for step in plan.steps:
+        if step.task is None:
+            continue
+        acc = dev_accuracy(step.log.read_text()) if step.log.exists() else {}
+        entry = out.setdefault(step.task, {"accuracy": None, "settings": []})
+        bsz, lr = step.setting or DEFAULT_SETTING
+        entry["settings"].append({"batch_size": bsz, "lr": lr, **acc})
+        if acc.get("valid") is not None and (
+            entry["accuracy"] is None or acc["valid"] > entry["accuracy"]
+        ):
+            entry.update(accuracy=acc["valid"], batch_size=bsz, lr=lr)
+            if "valid1" in acc:
+                entry["mismatched"] = acc["valid1"]
+    return out

@@ -1,0 +1,81 @@
+"""NIST Zh→En evaluation of one checkpoint (Zhang & Feng 2021, Table 2, "Nist Zh→En" column).
+
+:mod:`localnmt.data.nist_zh_en` binarises each test set with its first reference as fairseq
+subsets ``test``, ``test1`` .. ``test4`` and keeps the four lower-cased references of each
+set in ``WORK/refs/mtXX.ref0..3`` with ``refs/subsets.json`` (subset → set name). Here every
+subset is decoded (``evaluate_checkpoint``: beam search, BPE removal, detokenisation; its
+single-reference scores against ``raw/mtXX.en`` = ref0, with the paired bootstrap against the
+baseline's hypotheses of the same set) and scored with case-insensitive 4-reference BLEU
+(:func:`localnmt.evaluation.multi_ref.score_sets`); the row's BLEU is the unweighted average
+over MT03–MT08, as the paper reports it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from localnmt.evaluation.evaluate import evaluate_checkpoint, read_lines
+from localnmt.evaluation.multi_ref import score_sets
+
+
+def refs_dir_for(data_bin: Path) -> Path:
+    """``WORK/refs`` next to ``WORK/data-bin`` (the data-prep layout)."""
+    return Path(data_bin).parent / "refs"
+
+
+def nist_subsets(refs_dir: Path) -> dict[str, str]:
+    """fairseq subset → NIST set name, from ``refs/subsets.json``."""
+    path = Path(refs_dir) / "subsets.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found (written by data_prep/prepare_nist_zh_en.sh)")
+    return json.loads(path.read_text())
+
+
+def evaluate_nist(
+    data_bin: Path,
+    checkpoint: Path,
+    out_dir: Path,
+    refs_dir: Path,
+    *,
+    baseline_dir: Path | None = None,
+    **kwargs,
+) -> dict:
+    """Decode every test subset, score it with all its references; writes ``scores.json``.
+
+    ``baseline_dir``: the baseline's ``out_dir`` (its ``<set>/hyp.txt`` are the bootstrap's
+    baseline). ``kwargs`` go to :func:`evaluate_checkpoint` (bpe, beam, lenpen, user_dir...).
+    """
+    data_bin, out_dir, refs_dir = Path(data_bin), Path(out_dir), Path(refs_dir)
+    raw = data_bin.parent / "raw"
+    subsets = nist_subsets(refs_dir)
+    single: dict[str, dict] = {}
+    hyps: dict[str, list[str]] = {}
+    for subset, name in subsets.items():
+        ref = raw / f"{name}.en"
+        base_hyp = baseline_dir / name / "hyp.txt" if baseline_dir else None
+        single[name] = evaluate_checkpoint(
+            data_bin,
+            checkpoint,
+            out_dir / name,
+            ref=ref if ref.is_file() else None,
+            baseline_hyp=base_hyp if base_hyp and base_hyp.is_file() else None,
+            subset=subset,
+            **kwargs,
+        )
+        hyps[name] = read_lines(out_dir / name / "hyp.txt")
+    multi = score_sets(hyps, refs_dir, lowercase=True)
+    first = next(iter(multi["sets"].values()))
+    result = {
+        "scoring": "nist_multi_ref",
+        "average": multi["average"],
+        "sets": multi["sets"],
+        "subsets": subsets,
+        "signature": first["signature"],
+        "references": str(refs_dir),
+        "checkpoint": str(checkpoint),
+        "single_ref": single,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    return result

@@ -33,10 +33,10 @@ BLOCK = 32
 #: Shortest key sequence the kernel takes when not forced (bench/band_attention.py: below it,
 #: fused dense SDPA with a boolean mask is as fast or faster on CPU).
 MIN_LENGTH = 256
-#: The same for stacked key groups (2D-CSAN): the 3 windows cost more than dense SDPA over the
-#: 3·T keys until T ≈ 2048 on the 2-core CPU (bench/results/band_attention.md: 1.85× at 1024,
-#: 0.89× at 2048).
-MIN_LENGTH_GROUPED = 2048
+#: The same for stacked key groups (2D-CSAN), whose alternative is masked SDPA over all G·T
+#: keys: fwd+bwd 0.74× its time at T = 256, 0.50× at 512, 1.18× at 128 (2-core CPU, B=32, H=8,
+#: d=64, 3 heads × 11).
+MIN_LENGTH_GROUPED = 256
 #: ``ctx.extras`` key set by transforms that stack key groups (see methods/csan.py).
 KEY_GROUPS = "key_groups"
 

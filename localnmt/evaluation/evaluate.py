@@ -101,12 +101,59 @@ def translate(
     out_dir.mkdir(parents=True, exist_ok=True)
     gen_out = out_dir / "generate.out"
     run_generate(cmd, gen_out, out_dir / "generate.log")
-    text = gen_out.read_text(encoding="utf-8")
+    return read_generation(gen_out.read_text(encoding="utf-8"), data_bin, subset, bpe, detok)
+
+
+def read_generation(
+    text: str, data_bin: Path, subset: str, bpe: str = "subword_nmt", detok: str = "moses"
+) -> dict[str, list[str]]:
+    """``hyp``, ``ref_gen`` and ``src_gen`` of fairseq-generate output, post-processed, in
+    test-set order (every sentence of the subset must be there)."""
+    src, tgt = infer_langs(data_bin, subset)
     n = count_lines(data_bin, subset, src, tgt)
     return {
         "hyp": [postprocess(h, tgt, bpe, detok) for h in ordered(parse_generate(text, "H"), n)],
         "ref_gen": [postprocess(t, tgt, bpe, detok) for t in ordered(parse_generate(text, "T"), n)],
         "src_gen": [postprocess(s, src, bpe, detok) for s in ordered(parse_generate(text, "S"), n)],
+    }
+
+
+def translate_subsets(
+    data_bin: Path,
+    checkpoint: Path,
+    out_dir: Path,
+    subsets: Sequence[str],
+    *,
+    bpe: str = "subword_nmt",
+    detok: str = "moses",
+    beam: int = 4,
+    lenpen: float = 0.6,
+    user_dir: str | None = None,
+    extra: list[str] | None = None,
+) -> dict[str, dict[str, list[str]]]:
+    """:func:`translate` of several subsets in one fairseq process (one start-up); outputs
+    ``out_dir/generate-<subset>.txt``. Returns the line lists per subset."""
+    src, tgt = infer_langs(data_bin, subsets[0])
+    cmd = generate_command(
+        data_bin,
+        checkpoint,
+        subset=subsets[0],
+        beam=beam,
+        lenpen=lenpen,
+        user_dir=user_dir,
+        source_lang=src,
+        target_lang=tgt,
+        extra=extra,
+    )
+    entry = cmd.index("generate")
+    cmd = [*cmd[:entry], "generate-subsets", ",".join(subsets), str(out_dir), *cmd[entry + 1 :]]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run_generate(cmd, out_dir / "generate.log", out_dir / "generate.err")
+    return {
+        s: read_generation(
+            (out_dir / f"generate-{s}.txt").read_text(encoding="utf-8"), data_bin, s, bpe, detok
+        )
+        for s in subsets
     }
 
 
@@ -118,11 +165,17 @@ def evaluate_checkpoint(
     ref: Path | None = None,
     src: Path | None = None,
     baseline_hyp: Path | None = None,
+    translated: dict[str, list[str]] | None = None,
     **kwargs,
 ) -> dict:
-    """Translate, score and write ``hyp.txt``, ``ref.txt`` and ``scores.json``."""
+    """Translate (unless ``translated`` gives :func:`translate`'s output), score and write
+    ``hyp.txt``, ``ref.txt`` and ``scores.json``."""
     scoring = {k: kwargs.pop(k) for k in ("edges", "bootstrap_samples", "seed") if k in kwargs}
-    out = translate(Path(data_bin), Path(checkpoint), Path(out_dir), **kwargs)
+    if translated is None:
+        out = translate(Path(data_bin), Path(checkpoint), Path(out_dir), **kwargs)
+    else:
+        out = translated
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
     _, tgt = infer_langs(Path(data_bin), kwargs.get("subset", "test"))
     refs = read_lines(ref) if ref else out["ref_gen"]
     sources = read_lines(src) if src else out["src_gen"]

@@ -4,6 +4,10 @@
 ``fairseq-train ARGS`` / ``fairseq-generate ARGS`` but allow-lists ``argparse.Namespace`` for
 ``torch.load(weights_only=True)`` first, so checkpoints load (and runs resume) even with a
 plain fairseq ``--arch`` and no ``--user-dir``. Never imports torchaudio.
+
+``python -m localnmt.evaluation.fairseq_entry generate-subsets test,test1 DIR ARGS...`` runs
+fairseq-generate once per subset in one process (one start-up for several test sets, e.g.
+NIST MT03–MT08), writing ``DIR/generate-<subset>.txt`` each (fairseq's ``--results-path``).
 """
 
 from __future__ import annotations
@@ -36,11 +40,24 @@ def fairseq_logging() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Dispatch to fairseq_cli.train or fairseq_cli.generate."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("train", "generate"):
-        raise SystemExit("usage: python -m localnmt.evaluation.fairseq_entry {train,generate} ...")
+    commands = ("train", "generate", "generate-subsets")
+    if not argv or argv[0] not in commands or (argv[0] == "generate-subsets" and len(argv) < 3):
+        raise SystemExit(
+            "usage: python -m localnmt.evaluation.fairseq_entry {train,generate} ... | "
+            "generate-subsets SUBSET[,SUBSET...] RESULTS_DIR ..."
+        )
     command, rest = argv[0], argv[1:]
     allow_namespace_checkpoints()
     fairseq_logging()
+    if command == "generate-subsets":
+        from fairseq_cli.generate import cli_main
+
+        subsets, results, rest = rest[0].split(","), rest[1], rest[2:]
+        for subset in subsets:
+            sys.argv = ["fairseq-generate", *rest, "--gen-subset", subset,
+                        "--results-path", results]  # fmt: skip
+            cli_main()
+        return
     sys.argv = [f"fairseq-{command}", *rest]
     if command == "train":
         from fairseq_cli.train import cli_main

@@ -3,11 +3,12 @@
 :mod:`localnmt.data.nist_zh_en` binarises each test set with its first reference as fairseq
 subsets ``test``, ``test1`` .. ``test4`` and keeps the four lower-cased references of each
 set in ``WORK/refs/mtXX.ref0..3`` with ``refs/subsets.json`` (subset → set name). Here every
-subset is decoded (``evaluate_checkpoint``: beam search, BPE removal, detokenisation; its
-single-reference scores against ``raw/mtXX.en`` = ref0, with the paired bootstrap against the
-baseline's hypotheses of the same set) and scored with case-insensitive 4-reference BLEU
-(:func:`localnmt.evaluation.multi_ref.score_sets`); the row's BLEU is the unweighted average
-over MT03–MT08, as the paper reports it.
+subset is decoded (one fairseq process for the five: beam search, BPE removal,
+detokenisation); ``evaluate_checkpoint`` gives each set's single-reference scores against
+``raw/mtXX.en`` (= ref0) with the paired bootstrap against the baseline's hypotheses of the
+same set; :func:`localnmt.evaluation.multi_ref.score_sets` gives its case-insensitive
+4-reference BLEU. The row's BLEU is the unweighted 4-reference average over MT03–MT08, as
+the paper reports it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from localnmt.evaluation.evaluate import evaluate_checkpoint, read_lines
+from localnmt.evaluation.evaluate import evaluate_checkpoint, read_lines, translate_subsets
 from localnmt.evaluation.multi_ref import score_sets
 
 
@@ -51,6 +52,9 @@ def evaluate_nist(
     subsets = nist_subsets(refs_dir)
     single: dict[str, dict] = {}
     hyps: dict[str, list[str]] = {}
+    generation = {k: kwargs.pop(k) for k in ("bpe", "detok", "beam", "lenpen", "user_dir",
+                                             "extra") if k in kwargs}  # fmt: skip
+    translated = translate_subsets(data_bin, checkpoint, out_dir, list(subsets), **generation)
     for subset, name in subsets.items():
         ref = raw / f"{name}.en"
         base_hyp = baseline_dir / name / "hyp.txt" if baseline_dir else None
@@ -61,6 +65,7 @@ def evaluate_nist(
             ref=ref if ref.is_file() else None,
             baseline_hyp=base_hyp if base_hyp and base_hyp.is_file() else None,
             subset=subset,
+            translated=translated[subset],
             **kwargs,
         )
         hyps[name] = read_lines(out_dir / name / "hyp.txt")

@@ -233,11 +233,7 @@ def plan_task(
 
 def separate_vocab(data: Path) -> bool:
     """True when the data-bin's source and target dictionaries differ (no shared embeddings)."""
-    from localnmt.evaluation.generate import infer_langs
-
-    src, tgt = infer_langs(data)
-    a, b = data / f"dict.{src}.txt", data / f"dict.{tgt}.txt"
-    return a.is_file() and b.is_file() and a.read_bytes() != b.read_bytes()
+    return len({p.read_bytes() for p in Path(data).glob("dict.*.txt")}) > 1
 
 
 def prepare_data(args: argparse.Namespace, plan: Plan) -> tuple[str, Path | None, Path | None]:

@@ -253,3 +253,12 @@ def test_glue_tiny_end_to_end(tmp_path):
     run = tmp_path / "work" / "pande2021_table4_glue" / "g_tied"
     assert (run / "pretrain" / "seq512" / "checkpoint_last.pt").exists()
     assert "Loaded checkpoint" in (run / "SST-2" / "train.log").read_text()
+
+
+def test_data_options_of_one_task(catalog, tmp_path, capsys):
+    common = ["--catalog-json", str(catalog), "--data-root", str(tmp_path), "--dry-run"]
+    with pytest.raises(SystemExit, match="--data name.* the data of one task; with --task all"):
+        _run(capsys, "yang2019", "Table 2", "--task", "all", "--data", "BIN", *common)
+    out = _run(capsys, "yang2019", "Table 2", "--task", "wat17_ja_en", "--pair", "en-zh", *common)
+    assert "data: <gettext en-zh corpus>" in out
+    assert "embedded gettext corpus en-zh (no WAT17 Ja→En data)" in out

@@ -11,10 +11,11 @@ WMT17 Zh→En, NIST Zh→En, WAT17 Ja→En, WMT14 En→Ru, GLUE). A table with s
 each in turn (one page per task); without ``--task`` the table's first task (its first
 column in the catalog, WMT14 En→De where the table has one) runs, and the others are named.
 
-**Data.** ``--data``; else the task's default directory under ``--data-root``
-(``runs/data/<task>/data-bin``) when it exists; else, with ``--tiny``, the embedded gettext
-corpus (``--pair``; translation tasks only); else the run stops before any training with the
-data-prep command to run. Every selected task's data is checked before the first row trains.
+**Data.** ``--data`` (or ``--pair en-de|en-zh``: the embedded gettext corpus); else the task's
+default directory under ``--data-root`` (``runs/data/<task>/data-bin``) when it exists; else,
+with ``--tiny``, the gettext corpus (en-de; translation tasks only); else the run stops before
+any training with the data-prep command to run. Every selected task's data is checked before
+the first row trains.
 
 **Translation rows** run ``scripts/train.sh --arch <row.arch> --size <row.size|tiny> --
 <row.args>`` (``--tokens-per-update`` from the task, e.g. 25K for En→Ru;
@@ -192,10 +193,11 @@ def plan_task(
     )
     if args.data:
         plan.data = Path(args.data)
-    elif default_exists:
+    elif default_exists and not args.pair:
         plan.data = default
-    elif args.tiny and task.is_translation:
-        plan.data = None
+    elif (args.tiny or args.pair) and task.is_translation:
+        plan.data = None  # the embedded gettext corpus
+        args.pair = args.pair or "en-de"
         plan.notes.append(f"data: embedded gettext corpus {args.pair} (no {task.label} data)")
     elif check:
         raise _missing(task, args, f"{default} does not exist")
@@ -532,6 +534,13 @@ def reproduce(args: argparse.Namespace) -> list[Path] | None:
         raise SystemExit(f"no catalog rows for {args.paper} {args.table}")
     groups = group_by_task(rows)
     chosen = choose_tasks(groups, args.task, f"{args.paper} {args.table}")
+    single = [f"--{k.replace('_', '-')}" for k in ("data", "ref", "src", "refs_dir", "pair")
+              if getattr(args, k)]  # fmt: skip
+    if len(chosen) > 1 and single:
+        raise SystemExit(
+            f"{', '.join(single)} name(s) the data of one task; with --task all each task "
+            "reads <data-root>/<task>/ (or run one --task at a time)"
+        )
     plans = [plan_task(t, groups[t], args, check=not args.dry_run) for t in chosen]
     if args.dry_run:
         for plan in plans:
@@ -565,7 +574,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--data-root", default="runs/data", help="default data: <data-root>/<task>/data-bin"
     )
-    p.add_argument("--pair", default="en-de", help="gettext corpus of --tiny without data")
+    p.add_argument(
+        "--pair",
+        choices=["en-de", "en-zh"],
+        help="train on the embedded gettext corpus of this pair (--tiny without data: en-de)",
+    )
     p.add_argument("--max-train", type=int)
     p.add_argument("--bpe-merges", type=int)
     p.add_argument("--subset", help="subset to score (default: the rows' split, test or valid)")

@@ -159,10 +159,9 @@ def test_sigma_floor_and_coverage():
     sigma = sigma.clamp(min=0.5)
     params = MixtureParams(
         log_scale=(-0.5 * math.log(2 * math.pi) - sigma.log()).view(1, 1, 6, 1),
-        inv_two_var=(0.5 / sigma**2).view(1, 1, 6, 1),
-        omega=torch.ones(1, 1, 6, 1),
         mu=mu.view(1, 1, 6, 1),
         sigma=sigma.view(1, 1, 6, 1),
+        log_omega=torch.zeros(1, 1, 6, 1),
     )
     cells = torch.arange(J).float()[None] + 0.5
     beta = mixture_attention(params, cells, None, normalise=False)

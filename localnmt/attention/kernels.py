@@ -53,6 +53,16 @@ class AttentionProblem:
             bias = dense if bias is None else bias + dense
         return bias
 
+    def dense_blocked(self) -> Tensor | None:
+        """The complement of :meth:`dense_allowed` (True = blocked), or None: padding alone
+        is the padding mask itself, with no new tensor."""
+        if self.causal or self.allowed is not None or self.bands:
+            allowed = self.dense_allowed()
+            return None if allowed is None else ~allowed
+        if self.key_padding_mask is not None:
+            return self.key_padding_mask.bool()[:, None, None, :]
+        return None
+
     def dense_allowed(self) -> Tensor | None:
         """All restrictions as one bool tensor broadcastable to ``(B, H, Tq, Tk)``, or None."""
         allowed = None
@@ -99,9 +109,9 @@ def dense_logits(problem: AttentionProblem) -> Tensor:
     bias = problem.total_bias()
     if bias is not None:
         logits = logits + bias
-    allowed = problem.dense_allowed()
-    if allowed is not None:
-        logits = logits.masked_fill(~allowed, MASK_VALUE)
+    blocked = problem.dense_blocked()
+    if blocked is not None:
+        logits = logits.masked_fill(blocked, MASK_VALUE)
     return logits
 
 

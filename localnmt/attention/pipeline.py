@@ -235,6 +235,8 @@ class LocalAttention(MultiheadAttention):
             src_len=k.size(2),
             static_kv=static_kv,
         )
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.bool()  # fairseq's helper returns floats
         saved_state["prev_key"] = k
         saved_state["prev_value"] = v
         saved_state["prev_key_padding_mask"] = key_padding_mask

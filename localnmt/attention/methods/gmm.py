@@ -91,35 +91,38 @@ class PredictorBank(nn.Module):
 
 @dataclass
 class MixtureParams:
-    """Per head and target token: ``log ω − log Z`` and ``1/(2σ²)``, ``(B, H, Tq, K)``,
-    plus ``ω``, ``μ``, ``σ`` for the analyses."""
+    """Per head, target token and component, ``(B, H, Tq, K)``: ``log ω − log Z``, ``μ``,
+    ``σ``, and ``log ω`` (ω itself only for the analyses)."""
 
     log_scale: Tensor
-    inv_two_var: Tensor
-    omega: Tensor
     mu: Tensor
     sigma: Tensor
+    log_omega: Tensor
+
+    @property
+    def omega(self) -> Tensor:
+        return self.log_omega.exp()
 
 
 def mixture_attention(
     params: MixtureParams, positions: Tensor, real: Tensor | None, normalise: bool
 ) -> Tensor:
-    """β of eq. 6 for all heads and components at once, ``(B, H, Tq, Tk)`` float32.
+    """β of eq. 6 for all heads and components at once, ``(B, H, Tq, Tk)`` float32:
+    ``Σ_k exp(log ω_k − log Z_k − z²/2)`` with ``z = (j − μ_k)/σ_k``.
 
     ``positions`` ``(B, Tk)``; ``real`` ``(B, Tk)`` True at real keys (None: all real). Padded
     keys get β = 0. With ``normalise`` the row is divided by its sum (computed as a softmax
     of log β, which cannot divide by zero)."""
     j = positions[:, None, None, None, :].float()  # (B, 1, 1, 1, Tk)
-    dist = j - params.mu.unsqueeze(-1)  # (B, H, Tq, K, Tk)
-    log_terms = params.log_scale.unsqueeze(-1) - dist * dist * params.inv_two_var.unsqueeze(-1)
+    z = (j - params.mu.unsqueeze(-1)) / params.sigma.unsqueeze(-1)  # (B, H, Tq, K, Tk)
+    log_terms = torch.addcmul(params.log_scale.unsqueeze(-1), z, z, value=-0.5)
     keep = None if real is None else real[:, None, None, :]
     if normalise:
         log_beta = torch.logsumexp(log_terms, dim=-2)
         if keep is not None:
             log_beta = log_beta.masked_fill(~keep, MASK_VALUE)
-        beta = torch.softmax(log_beta, dim=-1)
-    else:
-        beta = log_terms.exp().sum(dim=-2)
+        return torch.softmax(log_beta, dim=-1)
+    beta = log_terms.exp().sum(dim=-2)
     if keep is not None:
         beta = beta.masked_fill(~keep, 0.0)
     return beta
@@ -183,32 +186,30 @@ class GaussianMixture(AttentionModifier):
         shape = (*raw["mu"].shape[:-1], k)
         mu_hat = raw["mu"].float().expand(shape)
         sigma_hat = raw["sigma"].float().expand(shape)
-        omega_hat = raw["omega"].float() if "omega" in raw else None
-        device = mu_hat.device
-        if opts.variant == "synthesis":
-            omega = (
-                torch.ones(shape, device=device)
-                if omega_hat is None
-                else omega_hat.clamp(max=EXP_CLAMP).exp()
+        if opts.variant == "synthesis":  # Z = 1, ω = exp(ω̂), σ = sqrt(exp(−σ̂)/2)
+            log_omega = (
+                mu_hat.new_zeros(()).expand(shape)
+                if "omega" not in raw
+                else raw["omega"].float().clamp(max=EXP_CLAMP)
             )
             mu = self._cumulative_mean(ctx, mu_hat.clamp(max=EXP_CLAMP).exp())
-            inv_two_var = sigma_hat.clamp(max=EXP_CLAMP).exp()  # σ = sqrt(exp(-σ̂)/2)
-            sigma = torch.rsqrt(2 * inv_two_var)
-            return MixtureParams(omega.log(), inv_two_var, omega, mu, sigma)
-        if omega_hat is None:
-            omega = torch.full(shape, 1.0 / k, device=device)
+            sigma = torch.exp(sigma_hat.clamp(max=EXP_CLAMP) * -0.5) * math.sqrt(0.5)
+            return MixtureParams(log_omega, mu, sigma, log_omega)
+        if "omega" in raw:
+            log_omega = torch.log_softmax(raw["omega"].float(), dim=-1)  # eq. 10
         else:
-            omega = torch.softmax(omega_hat, dim=-1)  # eq. 10
+            log_omega = mu_hat.new_full((), -math.log(k)).expand(shape)  # ω = 1/K
         length = ctx.key_lengths[:, None, :, None].float()  # J, (B, 1, Tq, 1)
         mu = length * torch.sigmoid(mu_hat)  # eq. 11
         if opts.variant == "norm":
             sigma = length * torch.sigmoid(sigma_hat)
-        else:  # eq. 12
-            sigma = torch.minimum(length / 6 * torch.sigmoid(sigma_hat), mu / 3)
-            sigma = torch.minimum(sigma, (length - mu) / 3)
+        else:  # eq. 12: min(J/6·sigmoid(σ̂), μ/3, (J−μ)/3)
+            sigma = torch.minimum(
+                (length / 6) * torch.sigmoid(sigma_hat), torch.minimum(mu, length - mu) / 3
+            )
         sigma = sigma.clamp(min=opts.sigma_min)
-        log_scale = torch.log(omega) - _HALF_LOG_2PI - torch.log(sigma)  # log ω − log Z
-        return MixtureParams(log_scale, 0.5 / (sigma * sigma), omega, mu, sigma)
+        log_scale = log_omega - (torch.log(sigma) + _HALF_LOG_2PI)  # log ω − log Z
+        return MixtureParams(log_scale, mu, sigma, log_omega)
 
     def _cumulative_mean(self, ctx: AttentionContext, steps: Tensor) -> Tensor:
         """μ_i = μ_{i−1} + exp(μ̂_i) along the target axis, continued across decoding steps."""
@@ -231,18 +232,24 @@ class GaussianMixture(AttentionModifier):
             real,
             normalise=self.options.variant == "norm",
         )
-        if self.options.fusion == "gate":
+        fusion = self.options.fusion
+        gate: Tensor | float
+        if fusion == "gate":
             gate = torch.sigmoid(raw["gate"].float())  # eq. 14, (B, H, Tq, 1)
-        elif self.options.fusion == "average":
-            gate = probs.new_full((*probs.shape[:3], 1), 0.5)
         else:
-            gate = probs.new_ones((*probs.shape[:3], 1))
-        ctx.log("gmm.alpha", probs)
-        ctx.log("gmm.beta", beta)
-        ctx.log("gmm.gate", gate.squeeze(-1))
-        ctx.log("gmm.mu", params.mu)
-        ctx.log("gmm.sigma", params.sigma)
-        ctx.log("gmm.omega", params.omega)
-        if self.options.fusion == "gmm":
+            gate = 0.5 if fusion == "average" else 1.0
+        if ctx.record is not None:
+            ctx.log("gmm.alpha", probs)
+            ctx.log("gmm.beta", beta)
+            ctx.log(
+                "gmm.gate",
+                gate.squeeze(-1)
+                if isinstance(gate, Tensor)
+                else probs.new_full(probs.shape[:3], gate),
+            )
+            ctx.log("gmm.mu", params.mu)
+            ctx.log("gmm.sigma", params.sigma)
+            ctx.log("gmm.omega", params.omega)
+        if fusion == "gmm":
             return beta
-        return (1 - gate) * probs + gate * beta  # eq. 13
+        return torch.lerp(probs, beta, gate)  # eq. 13: (1 − g)·α + g·β

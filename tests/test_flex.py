@@ -4,6 +4,7 @@ decoding, stacked key groups and Gaussian biases; it declines what it cannot com
 
 from __future__ import annotations
 
+import attention_cases
 import pytest
 import torch
 
@@ -16,18 +17,7 @@ C, H, T, B = 32, 4, 21, 3
 
 
 def make_attention(kind: str, spec: str) -> LocalAttention:
-    from localnmt.attention.spec import build_modifiers, parse_spec
-
-    torch.manual_seed(0)
-    site = AttentionSite(kind, 0, num_layers=1, embed_dim=C, num_heads=H)
-    return LocalAttention(
-        C,
-        H,
-        site=site,
-        modifiers=build_modifiers(parse_spec(spec), site),
-        self_attention=kind != "cross",
-        encoder_decoder_attention=kind == "cross",
-    ).eval()
+    return attention_cases.make_attention(kind, spec, C, H)
 
 
 @pytest.fixture
@@ -38,13 +28,7 @@ def force_flex():
 
 
 def padding(left: bool) -> torch.Tensor:
-    mask = torch.zeros(B, T, dtype=torch.bool)
-    if left:
-        mask[1, : T - 8] = True  # 8 real tokens
-    else:
-        mask[1, 8:] = True
-    mask[2, :] = True  # a sentence of padding only
-    return mask
+    return attention_cases.padding(B, T, 8, left)
 
 
 ENCODER_SPECS = [

@@ -3,27 +3,18 @@ it cannot compute accurately, and is chosen automatically for localness in float
 
 from __future__ import annotations
 
+import attention_cases
 import pytest
 import torch
 
-from localnmt.attention import AttentionSite, LocalAttention, kernels
+from localnmt.attention import LocalAttention, kernels
 from localnmt.attention.fast import gaussian_fold
-from localnmt.attention.spec import build_modifiers, parse_spec
 
 C, H, T, B = 32, 4, 11, 3
 
 
 def make_attention(kind: str, spec: str) -> LocalAttention:
-    torch.manual_seed(0)
-    site = AttentionSite(kind, 0, num_layers=1, embed_dim=C, num_heads=H)
-    return LocalAttention(
-        C,
-        H,
-        site=site,
-        modifiers=build_modifiers(parse_spec(spec), site),
-        self_attention=kind != "cross",
-        encoder_decoder_attention=kind == "cross",
-    ).eval()
+    return attention_cases.make_attention(kind, spec, C, H)
 
 
 @pytest.fixture
@@ -34,13 +25,7 @@ def force_fold():
 
 
 def padding(left: bool) -> torch.Tensor:
-    mask = torch.zeros(B, T, dtype=torch.bool)
-    if left:
-        mask[1, : T - 6] = True  # 6 real tokens
-    else:
-        mask[1, 6:] = True
-    mask[2, :] = True  # a sentence of padding only
-    return mask
+    return attention_cases.padding(B, T, 6, left)
 
 
 @pytest.mark.parametrize("left", [True, False])

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from localnmt.catalog import PAPERS, all_rows
+from localnmt.catalog.__main__ import main as catalog_main
 from localnmt.catalog.__main__ import readme_block, render_table
 from localnmt.catalog.params import count_parameters
 from localnmt.catalog.tasks import TASKS
@@ -114,18 +115,12 @@ def test_glue_rows_count_bert_parameters():
     )
 
 
-def test_cli_task_filter_and_column():
-    out = subprocess.run(
-        [sys.executable, "-m", "localnmt.catalog", "--task", "wat17_ja_en", "--no-params"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    lines = out.strip().splitlines()
+def test_cli_task_filter_and_column(capsys):
+    assert catalog_main(["--task", "wat17_ja_en", "--no-params"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].split()[:4] == ["paper", "table", "task", "row"]
     assert len(lines) == 2 + 4 and all("WAT17 Ja→En" in line for line in lines[2:])
-    items = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "localnmt.catalog", "--json", "--task", "glue"],
-            capture_output=True, text=True, check=True,
-        ).stdout
-    )  # fmt: skip
+    assert catalog_main(["--json", "--task", "glue"]) == 0
+    items = json.loads(capsys.readouterr().out)
     assert [i["task"] for i in items] == ["glue"] * 6 and all(i["params"] for i in items)
+    assert all(i["split"] == "valid" for i in items)

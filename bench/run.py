@@ -157,10 +157,13 @@ def resolve(args: argparse.Namespace, device: torch.device) -> argparse.Namespac
 
 
 def select_rows(args: argparse.Namespace) -> list:
-    """Catalog rows after --paper / --rows; --quick without them: :func:`quick_rows`."""
+    """Translation catalog rows after --paper / --rows (--quick without them:
+    :func:`quick_rows`), one per distinct model: a configuration that several tables or tasks
+    share is measured once, under its first name."""
     from localnmt.catalog import all_rows
+    from localnmt.catalog.tasks import get_task
 
-    rows = all_rows()
+    rows = [r for r in all_rows() if get_task(r.task).is_translation]
     if args.paper:
         rows = [r for r in rows if r.paper in args.paper]
     if args.rows:
@@ -171,7 +174,10 @@ def select_rows(args: argparse.Namespace) -> list:
         ]
     elif args.quick and not args.paper:
         rows = quick_rows(rows)
-    return rows
+    distinct: dict[tuple, object] = {}
+    for r in rows:
+        distinct.setdefault((r.arch, tuple(r.args), r.size), r)
+    return list(distinct.values())
 
 
 def quick_rows(rows: list) -> list:

@@ -262,3 +262,28 @@ def test_data_options_of_one_task(catalog, tmp_path, capsys):
     out = _run(capsys, "yang2019", "Table 2", "--task", "wat17_ja_en", "--pair", "en-zh", *common)
     assert "data: <gettext en-zh corpus>" in out
     assert "embedded gettext corpus en-zh (no WAT17 Ja→En data)" in out
+
+
+def test_paper_training_flags_at_paper_sizes_only(catalog, tmp_path):
+    """Pande et al. 5.1 (Adam β2 0.997, ε 1e-9, 16k warm-up) comes after the recipe's flags,
+    so fairseq takes it; tiny runs keep the tiny recipe."""
+    from localnmt.catalog.pande2021 import TRAIN_ARGS
+
+    rows = json.loads(catalog.read_text())
+    row = next(r for r in rows if r["arch"] == "pande2021_2lochead_all6")
+    args = reproduce.parse_args(["pande2021", "Table 1", "--cpu"])
+    paper = reproduce.train_command(row, "BIN", tmp_path, "base", args)
+    assert paper[-len(TRAIN_ARGS) :] == list(TRAIN_ARGS)
+    tiny = reproduce.train_command(row, "BIN", tmp_path, "tiny", args)
+    assert "--warmup-updates" not in tiny
+    cut = paper.index("--")
+    line = subprocess.run([*paper[:cut], "--dry-run", *paper[cut:]], capture_output=True,
+                          text=True, check=True).stdout  # fmt: skip
+    tokens = shlex.split(line)
+
+    def last(flag: str) -> str:  # fairseq's argparse keeps the last value of a flag
+        return tokens[len(tokens) - 1 - tokens[::-1].index(flag) + 1]
+
+    assert last("--warmup-updates") == "16000" and last("--adam-betas") == "(0.9,0.997)"
+    assert last("--adam-eps") == "1e-09" and last("--lr") == "0.000349"
+    assert tokens.count("--warmup-updates") == 2  # the recipe's 4000 first

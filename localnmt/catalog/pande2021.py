@@ -47,14 +47,26 @@ PAPER_ATTN_PARAMS = {arch: params for _, _, arch, params in _ROWS if params is n
 
 
 def _note(params: float | None) -> str:
-    base = "local/tied heads in the encoder only; decoder is Transformer-base"
+    base = (
+        "local/tied heads in the encoder only; decoder is Transformer-base; paper sizes train "
+        "with Section 5.1's Adam β2 0.997, ε 1e-9, 16k warm-up (train_args)"
+    )
     if params is None:
         return base
     return f"{base}; paper encoder self-attention params {params:.2f}M (weights, no biases)"
 
 
+#: Section 5.1: Adam β = (0.9, 0.997), ε = 1e-9, Vaswani et al.'s schedule with 16k warm-up
+#: steps, whose peak is 512^-0.5 · 16000^-0.5 = 3.49e-4 (fairseq's inverse_sqrt takes the peak)
+TRAIN_ARGS = (
+    "--adam-betas", "(0.9,0.997)", "--adam-eps", "1e-09", "--warmup-updates", "16000",
+    "--lr", "0.000349",
+)  # fmt: skip
+
 ROWS = [
-    CatalogRow(PAPER, table, row, "base", arch, note=_note(params), task=task)
+    CatalogRow(
+        PAPER, table, row, "base", arch, note=_note(params), task=task, train_args=TRAIN_ARGS
+    )
     for table in ("Table 1", "Table 2", "Table 3")
     for task in ("wmt14_en_de", "wmt14_en_ru")
     for t, row, arch, params in _ROWS

@@ -109,7 +109,8 @@ def train_command(
     cmd += ["--user-dir", user_dir] if user_dir else ["--no-user-dir"]
     if args.precision:
         cmd.append(args.precision)
-    return cmd + ["--", *row.get("args", []), *args.extra]
+    paper_recipe = row.get("train_args", []) if size in ("base", "big") else []
+    return cmd + ["--", *row.get("args", []), *paper_recipe, *args.extra]
 
 
 def pick_checkpoint(ckpt_dir: Path, size: str, average: int | None, log=print) -> Path:

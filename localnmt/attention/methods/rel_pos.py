@@ -58,10 +58,14 @@ class RelativePosition(AttentionModifier):
         nn.init.xavier_uniform_(self.rel_value.weight)
 
     def buckets(self, ctx: AttentionContext) -> Tensor:
-        """``clip(j − i, k) + k`` as int64 ``(B, 1, Tq, Tk)`` (eq. 5)."""
+        """``clip(j − i, k) + k`` as int64 ``(B, 1, Tq, Tk)`` (eq. 5), computed once per call
+        (the bias and the value term share it)."""
         k = self.options.clip
-        rel = ctx.key_positions[:, None, :] - ctx.query_positions[:, :, None]
-        return (rel.round().long().clamp(-k, k) + k).unsqueeze(1)
+        key = f"rel_pos.buckets.{k}"
+        if key not in ctx.extras:
+            rel = ctx.key_positions[:, None, :] - ctx.query_positions[:, :, None]
+            ctx.extras[key] = (rel.round().long().clamp(-k, k) + k).unsqueeze(1)
+        return ctx.extras[key]
 
     def bias(self, ctx: AttentionContext) -> Tensor:
         """``q_i · a^K_ij`` (q is already scaled by 1/√d), float32 ``(B, H, Tq, Tk)``."""

@@ -5,16 +5,18 @@
 #
 #   scripts/roberta_pretrain.sh --data BIN --save-dir DIR [--arch ARCH] [--gpus N]
 #       [--batch-per-gpu N] [--lr LR] [--phase1-updates N] [--phase2-updates N]
-#       [--optimizer lamb|adam] [--cpu] [--dry-run] [-- EXTRA fairseq-train ARGS]
+#       [--optimizer lamb|adam] [--sequences-per-update N] [--cpu] [--dry-run]
+#       [-- EXTRA fairseq-train ARGS]
 #
-# BIN: fairseq-preprocess --only-source output of the pre-training text (English Wikipedia +
-# Gutenberg subset in the paper). Left open by the paper and chosen here: lr 5e-4, 10K
-# warm-up then polynomial decay, weight decay 0.01, mask probability 0.15 (fairseq default).
+# BIN: data_prep/prepare_pretrain_text.sh OUT TEXT... writes it to OUT/bin (the paper's text:
+# English Wikipedia + a Gutenberg subset). --sequences-per-update: 2048 (paper). Left open
+# by the paper and chosen here: lr 5e-4, 10K warm-up then polynomial decay, weight decay
+# 0.01, mask probability 0.15 (fairseq default).
 set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python}"
 export PYTHONPATH="${REPO_ROOT}${PYTHONPATH:+:${PYTHONPATH}}"
-usage() { sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 DATA="" SAVE_DIR="" ARCH="localnmt_roberta_base" GPUS=1 BPG=64 LR="5e-4" P1=300000 P2=1000
 OPTIMIZER="" CPU=0 DRY_RUN=0 BATCH=2048
@@ -30,6 +32,7 @@ while [[ $# -gt 0 ]]; do
     --phase1-updates) P1="$2"; shift 2 ;;
     --phase2-updates) P2="$2"; shift 2 ;;
     --optimizer) OPTIMIZER="$2"; shift 2 ;;
+    --sequences-per-update) BATCH="$2"; shift 2 ;;
     --cpu) CPU=1; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -52,6 +55,7 @@ phase() {  # $1 tokens-per-sample, $2 max-update, $3 save dir, then extra args
   local cmd=("$PYTHON" -m fairseq_cli.train "$DATA" --user-dir "$REPO_ROOT/localnmt"
     --task masked_lm --criterion masked_lm --arch "$ARCH" --sample-break-mode complete
     --tokens-per-sample "$tps" --max-positions 512 --batch-size "$BPG" --update-freq "$UF"
+    --required-batch-size-multiple 1
     "${OPT_ARGS[@]}" --lr "$LR" --weight-decay 0.01 --clip-norm 0.0
     --lr-scheduler polynomial_decay --warmup-updates "$(( upd < 10000 ? upd / 10 : 10000 ))"
     --total-num-update "$upd" --max-update "$upd" --dropout 0.1 --attention-dropout 0.1

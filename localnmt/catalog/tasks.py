@@ -114,9 +114,10 @@ TASKS: dict[str, Task] = {
         ),
         Task(
             "glue", "GLUE", "en", "en",
-            "fairseq-preprocess --only-source --trainpref TEXT.bpe --validpref VALID.bpe "
-            "--destdir {work}/pretrain  (the BPE-segmented pre-training text), then "
-            "data_prep/prepare_glue.sh GLUE_DIR BPE_CODES {work}/pretrain/dict.txt {work}",
+            "data_prep/prepare_pretrain_text.sh {work}/pretrain_text TEXT... -- --data-bin "
+            "{work}/pretrain  (the user's English pre-training text), then "
+            "data_prep/prepare_glue.sh GLUE_DIR {work}/pretrain_text/bpe.codes "
+            "{work}/pretrain/dict.txt {work}",
             "glue",
             scoring="glue_accuracy",
             note="BERT-base pre-trained with scripts/roberta_pretrain.sh, fine-tuned per task "

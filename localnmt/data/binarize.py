@@ -46,3 +46,24 @@ def binarize(
             tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-15:])
             raise DataError(f"fairseq-preprocess failed (exit {res.returncode}):\n{tail}")
         (Path(tmp) / "preprocess.stdout.log").write_text(res.stdout + res.stderr, encoding="utf-8")
+
+
+def binarize_monolingual(
+    prefixes: dict[str, Path], dest: Path, srcdict: Path | None = None, workers: int = 1
+) -> None:
+    """``fairseq-preprocess --only-source`` of whole files: ``prefixes`` maps ``train`` (first)
+    and the validation splits to their paths. With ``srcdict`` the given dictionary is kept
+    (a pretrained model's); otherwise one is built from train. Atomic, as :func:`binarize`."""
+    with atomic_path(dest) as tmp:
+        cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--only-source",
+               "--trainpref", str(prefixes["train"]), "--destdir", str(tmp),
+               "--workers", str(max(1, workers))]  # fmt: skip
+        valid = [str(p) for s, p in prefixes.items() if s != "train"]
+        if valid:
+            cmd += ["--validpref", ",".join(valid)]
+        if srcdict is not None:
+            cmd += ["--srcdict", str(srcdict)]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-15:])
+            raise DataError(f"fairseq-preprocess failed (exit {res.returncode}):\n{tail}")

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from localnmt.data import bpe as bpe_mod
-from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, atomic_path, write_json
+from localnmt.data.binarize import binarize_monolingual
+from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
 from localnmt.data.text_tokenize import tokenize_file
 from localnmt.data.validate import iter_lines_checked
 
@@ -88,22 +88,6 @@ def read_tsv(path: Path, task: GlueTask, log: Log = print) -> list[tuple[list[st
     return rows
 
 
-def _preprocess(pref: dict[str, Path], dest: Path, srcdict: Path | None, workers: int) -> None:
-    with atomic_path(dest) as tmp:
-        cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--only-source",
-               "--trainpref", str(pref["train"]), "--destdir", str(tmp),
-               "--workers", str(max(1, workers))]  # fmt: skip
-        valid = [str(p) for s, p in pref.items() if s != "train"]
-        if valid:
-            cmd += ["--validpref", ",".join(valid)]
-        if srcdict is not None:
-            cmd += ["--srcdict", str(srcdict)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-15:])
-            raise DataError(f"fairseq-preprocess failed (exit {res.returncode}):\n{tail}")
-
-
 def prepare_glue(
     glue_dir: Path, task_name: str, bpe_model: Path, dictionary: Path, out: Path, *,
     workers: int = 1, log: Log = print,
@@ -157,7 +141,7 @@ def prepare_glue(
     for field in fields:
         runner.run(
             f"binarize.{field}",
-            lambda field=field: _preprocess(
+            lambda field=field: binarize_monolingual(
                 {s: work / f"{s}.{field}.bpe" for s in splits}, out / field, dictionary, workers
             ),
             outputs=[out / field / "train.bin", out / field / "dict.txt"],
@@ -166,7 +150,7 @@ def prepare_glue(
         )
     runner.run(
         "binarize.label",
-        lambda: _preprocess({s: work / f"{s}.label" for s in splits}, out / "label", None, 1),
+        lambda: binarize_monolingual({s: work / f"{s}.label" for s in splits}, out / "label"),
         outputs=[out / "label" / "train.bin", out / "label" / "dict.txt"],
         deps=("raw",),
     )

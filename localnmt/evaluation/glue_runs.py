@@ -3,7 +3,7 @@ the dev accuracy.
 
 Data layout (``--data``, default ``runs/data/glue``)::
 
-    DATA/pretrain/   fairseq-preprocess --only-source output of the pre-training text
+    DATA/pretrain/   the pre-training text's data-bin (data_prep/prepare_pretrain_text.sh)
                      (dict.txt, train.*, valid.*), BPE-segmented
     DATA/<TASK>/     data_prep/prepare_glue.sh output for QQP, SST-2, MNLI, QNLI (built with
                      the pre-training dictionary)

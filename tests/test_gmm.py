@@ -326,3 +326,45 @@ def test_hardcoded_gaussian_incremental_equals_full():
             o, _ = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
                         static_kv=True)  # fmt: skip
             torch.testing.assert_close(o[0], full[t], atol=1e-6, rtol=0)
+
+
+def test_mixture_sum_gradients():
+    """The memory-saving mixture Function against autograd's finite differences, with
+    per-component parameters and with parameters shared across components (stride 0)."""
+    from localnmt.attention.methods.gmm import _MixtureSum
+
+    torch.manual_seed(0)
+    shape = (2, 3, 4, 3)
+    j = torch.arange(TK, dtype=torch.double)[None, None, None, None, :] + 0.5
+    scale = torch.randn(shape, dtype=torch.double, requires_grad=True)
+    mu = (torch.rand(shape, dtype=torch.double) * TK).requires_grad_()
+    sigma = (torch.rand(shape, dtype=torch.double) + 0.5).requires_grad_()
+    assert torch.autograd.gradcheck(_MixtureSum.apply, (scale, mu, sigma, j))
+    shared_mu = (torch.rand(shape[:-1] + (1,), dtype=torch.double) * TK).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda s, m, g: _MixtureSum.apply(s, m.expand(shape), g, j), (scale, shared_mu, sigma)
+    )
+
+
+def _saved_maps(spec: str, b: int = 2, tq: int = 8, tk: int = 256) -> float:
+    """Bytes autograd keeps for backward after one training forward, in attention maps."""
+    attn = make(spec).train()
+    x, src = torch.randn(tq, b, E), torch.randn(tk, b, E)
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        attn(x, src, src, need_weights=False)
+    return sum(storages.values()) / (b * H * tq * tk * 4)
+
+
+@pytest.mark.parametrize("variant", ["approx", "synthesis"])
+def test_training_memory_does_not_grow_with_components(variant):
+    """The (B, H, Tq, K, Tk) mixture terms are recomputed in backward, not kept (only the
+    (B, H, Tq, K) parameters grow with K: 1/32 of a map each at Tk = 256)."""
+    one, eight = (_saved_maps(f"gmm[variant={variant},k={k}]") for k in (1, 8))
+    assert eight - one < 0.5, (one, eight)
+    assert eight < 8

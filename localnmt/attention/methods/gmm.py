@@ -104,6 +104,40 @@ class MixtureParams:
         return self.log_omega.exp()
 
 
+class _MixtureSum(torch.autograd.Function):
+    """``Σ_k exp(s_k − z_k²/2)``, ``z_k = (j − μ_k)/σ_k``, that keeps only the ``(…, K)``
+    parameters for backward and recomputes the ``(…, K, Tk)`` terms there (the plain autograd
+    graph saves several of them: K times the attention map, per layer, for the whole step).
+
+    Gradients, with ``t_kj`` the terms and ``g_j`` the incoming gradient::
+
+        ∂/∂s_k = Σ_j g_j t_kj,   ∂/∂μ_k = Σ_j g_j t_kj z_kj / σ_k,
+        ∂/∂σ_k = Σ_j g_j t_kj z_kj² / σ_k
+    """
+
+    @staticmethod
+    def _terms(log_scale: Tensor, mu: Tensor, sigma: Tensor, j: Tensor) -> tuple[Tensor, Tensor]:
+        z = (j - mu.unsqueeze(-1)) / sigma.unsqueeze(-1)  # (B, H, Tq, K, Tk)
+        return z, torch.addcmul(log_scale.unsqueeze(-1), z, z, value=-0.5).exp_()
+
+    @staticmethod
+    def forward(ctx, log_scale: Tensor, mu: Tensor, sigma: Tensor, j: Tensor) -> Tensor:
+        ctx.save_for_backward(log_scale, mu, sigma, j)
+        return _MixtureSum._terms(log_scale, mu, sigma, j)[1].sum(dim=-2)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        log_scale, mu, sigma, j = ctx.saved_tensors
+        z, t = _MixtureSum._terms(log_scale, mu, sigma, j)
+        g = grad.unsqueeze(-1)  # (B, H, Tq, Tk, 1): Σ_j as a batched matrix-vector product
+        d_scale = torch.matmul(t, g).squeeze(-1)
+        t.mul_(z)
+        d_mu = torch.matmul(t, g).squeeze(-1) / sigma
+        t.mul_(z)
+        d_sigma = torch.matmul(t, g).squeeze(-1) / sigma
+        return d_scale, d_mu, d_sigma, None
+
+
 def mixture_attention(
     params: MixtureParams, positions: Tensor, real: Tensor | None, normalise: bool
 ) -> Tensor:
@@ -114,18 +148,20 @@ def mixture_attention(
     keys get β = 0. With ``normalise`` the row is divided by its sum (computed as a softmax
     of log β, which cannot divide by zero)."""
     j = positions[:, None, None, None, :].float()  # (B, 1, 1, 1, Tk)
-    z = (j - params.mu.unsqueeze(-1)) / params.sigma.unsqueeze(-1)  # (B, H, Tq, K, Tk)
-    log_terms = torch.addcmul(params.log_scale.unsqueeze(-1), z, z, value=-0.5)
     keep = None if real is None else real[:, None, None, :]
-    if normalise:
-        log_beta = torch.logsumexp(log_terms, dim=-2)
-        if keep is not None:
-            log_beta = log_beta.masked_fill(~keep, MASK_VALUE)
-        return torch.softmax(log_beta, dim=-1)
-    beta = log_terms.exp().sum(dim=-2)
+    if not normalise:
+        args = (params.log_scale, params.mu, params.sigma, j)
+        if torch.is_grad_enabled() and any(a.requires_grad for a in args[:3]):
+            beta = _MixtureSum.apply(*args)
+        else:  # inference: the same sum, without the autograd Function's call overhead
+            beta = _MixtureSum._terms(*args)[1].sum(dim=-2)
+        return beta if keep is None else beta.masked_fill(~keep, 0.0)
+    z = (j - params.mu.unsqueeze(-1)) / params.sigma.unsqueeze(-1)  # (B, H, Tq, K, Tk)
+    log_beta = torch.logsumexp(torch.addcmul(params.log_scale.unsqueeze(-1), z, z, value=-0.5),
+                               dim=-2)  # fmt: skip
     if keep is not None:
-        beta = beta.masked_fill(~keep, 0.0)
-    return beta
+        log_beta = log_beta.masked_fill(~keep, MASK_VALUE)
+    return torch.softmax(log_beta, dim=-1)
 
 
 @register_modifier

@@ -4,7 +4,6 @@ baselines, and a PNG (attention time and memory vs T; training ratio vs length).
 from __future__ import annotations
 
 import json
-import logging
 import math
 import statistics
 from collections import defaultdict
@@ -287,11 +286,9 @@ def _attention_md(result: dict[str, Any]) -> list[str]:
 
 def plot(result: dict[str, Any], path: Path) -> Path | None:
     """Attention time and memory vs T (log-log), and training throughput ratio vs length."""
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     attention = [r for r in result.get("attention", []) if r.get("status") == "ok"]
     training = result.get("train", [])

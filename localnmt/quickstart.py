@@ -143,10 +143,9 @@ def evaluate_system(
 
 def write_report(workdir: Path, systems: list[dict], results: dict, logs: dict) -> Path:
     """``report.md`` (BLEU, Δ, #params, speed) and ``report.png`` (BLEU bars, valid loss)."""
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     from localnmt.evaluation.report import millions
 

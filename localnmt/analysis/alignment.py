@@ -110,10 +110,9 @@ def layer_attention(layers: dict[int, dict[str, Tensor]], layer: int) -> Tensor:
 
 def plot(attention: Tensor, path: Path) -> None:
     """Heat map of a ``(T_tgt, J)`` attention with each row's arg-max marked."""
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(4, 4))
     ax.imshow(attention.numpy(), cmap="Greys", aspect="auto")

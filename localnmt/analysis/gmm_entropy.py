@@ -88,10 +88,9 @@ def compute(records: Iterable[SentenceRecord], edges: Sequence[int] = (20, 40)) 
 
 
 def plot(table: EntropyTable, path: Path) -> None:
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     labels = table.labels()
     rows = table.rows()

@@ -63,10 +63,9 @@ def summary_rows(values: dict[int, Tensor]) -> list[list[object]]:
 
 
 def plot(values: dict[int, Tensor], path: Path) -> None:
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     n = max(len(values), 1)
     fig, axes = plt.subplots(1, n, figsize=(2.6 * n, 2.4), squeeze=False, sharey=True)

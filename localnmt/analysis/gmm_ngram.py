@@ -53,10 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([f"BLEU {b.label} ({b.sentences} sent.)", bb, sb, gap])
     write_markdown(out.with_suffix(".md"), ["", "baseline", "system", "system − baseline"], rows)
 
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3))
     ax1.bar([f"{n}-gram" for n in range(1, len(gaps) + 1)], gaps, color="tab:blue")

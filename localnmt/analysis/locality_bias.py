@@ -100,10 +100,9 @@ def fractions_above(scores: Tensor, thresholds=THRESHOLDS) -> list[float]:
 
 
 def write_outputs(local: Tensor, syn: Tensor, out: Path, threshold: float = 3.0) -> None:
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.colors import ListedColormap
 
     out.mkdir(parents=True, exist_ok=True)

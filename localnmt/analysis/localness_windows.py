@@ -114,10 +114,9 @@ def summary(data: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
 
 def plot_figure2(data: dict, kind: str, path: Path) -> None:
     """Window size of each head per layer (one colour per head)."""
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     keys = _layer_keys(data, kind)
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -137,10 +136,9 @@ def plot_figure2(data: dict, kind: str, path: Path) -> None:
 
 def plot_figure3(data: dict, kind: str, path: Path, max_points: int = 2000, seed: int = 1) -> None:
     """Per layer: P (y) against D (x) for sampled tokens, and the histogram of D."""
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     keys = _layer_keys(data, kind)
     rng = np.random.default_rng(seed)

@@ -96,10 +96,9 @@ def sensitivity(
 
 
 def write_outputs(results: list[list[dict[str, float]]], out: Path) -> str:
-    import matplotlib
+    from localnmt.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     out.mkdir(parents=True, exist_ok=True)
     rows = ["sentence\tlayer\t" + "\t".join(f"gamma_{k}" for k in KINDS)]

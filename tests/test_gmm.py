@@ -171,6 +171,33 @@ def test_sigma_floor_and_coverage():
     assert (sums[[0, -1]] > 0.45).all()  # floored σ at the very ends: half the mass
 
 
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_strict_normalisation_survives_underflow(side):
+    """Our Method+Norm.: each row is Σ_k ω_k N(j; μ_k, σ_k) over the real keys divided by its
+    sum, also where every term underflows float32 (weights e^-300, means off the sentence);
+    the reference sums in log space, in float64."""
+    from localnmt.attention.methods.gmm import MixtureParams, mixture_attention
+
+    torch.manual_seed(3)
+    lengths, tk, k = [7, 4], 7, 3
+    real = ~padding(lengths, tk, side)
+    positions = (real.cumsum(-1) - 1).clamp(min=0).float() + 0.5  # from the first real key
+    shape = (2, 2, 5, k)
+    mu = torch.rand(shape) * 12 - 3  # some means before or after the sentence
+    sigma = torch.rand(shape) * 2 + 0.5
+    mu[:, :, 0], sigma[:, :, 0] = torch.tensor([-20.0, 30.0, 45.0]), 0.5  # all far off: e^-800
+    log_scale = torch.randn(shape) - 300.0
+    params = MixtureParams(log_scale, mu, sigma, log_scale)
+    length = torch.tensor(lengths, dtype=torch.float)[:, None, None, None].expand(2, 1, 5, 1)
+    beta = mixture_attention(params, positions, real, normalise=True, length=length)
+    j = positions.double()[:, None, None, None, :]
+    z = (j - mu.double().unsqueeze(-1)) / sigma.double().unsqueeze(-1)
+    log_beta = torch.logsumexp(log_scale.double().unsqueeze(-1) - z * z / 2, dim=-2)
+    ref = torch.softmax(log_beta.masked_fill(~real[:, None, None, :], -math.inf), dim=-1)
+    assert torch.isfinite(beta).all()
+    torch.testing.assert_close(beta.double(), ref, atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("spec", ["gmm", "gmm[variant=norm]", "gmm[variant=synthesis]"])
 def test_incremental_equals_full_forward(spec):
     attn = make(spec)
@@ -361,7 +388,7 @@ def _saved_maps(spec: str, b: int = 2, tq: int = 8, tk: int = 256) -> float:
     return sum(storages.values()) / (b * H * tq * tk * 4)
 
 
-@pytest.mark.parametrize("variant", ["approx", "synthesis"])
+@pytest.mark.parametrize("variant", ["approx", "norm", "synthesis"])
 def test_training_memory_does_not_grow_with_components(variant):
     """The (B, H, Tq, K, Tk) mixture terms are recomputed in backward, not kept (only the
     (B, H, Tq, K) parameters grow with K: 1/32 of a map each at Tk = 256)."""

@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from localnmt.attention.context import MASK_VALUE, AttentionContext, AttentionSite
+from localnmt.attention.context import AttentionContext, AttentionSite
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 
 #: Upper clamp of the arguments of exp() in the synthesis network (e^8 ≈ 2981), so that the
@@ -139,29 +139,49 @@ class _MixtureSum(torch.autograd.Function):
 
 
 def mixture_attention(
-    params: MixtureParams, positions: Tensor, real: Tensor | None, normalise: bool
-) -> Tensor:
+    params: MixtureParams, positions: Tensor, real: Tensor | None, normalise: bool,
+    length: Tensor | None = None,
+) -> Tensor:  # fmt: skip
     """β of eq. 6 for all heads and components at once, ``(B, H, Tq, Tk)`` float32:
     ``Σ_k exp(log ω_k − log Z_k − z²/2)`` with ``z = (j − μ_k)/σ_k``.
 
-    ``positions`` ``(B, Tk)``; ``real`` ``(B, Tk)`` True at real keys (None: all real). Padded
-    keys get β = 0. With ``normalise`` the row is divided by its sum (computed as a softmax
-    of log β, which cannot divide by zero)."""
+    ``positions`` ``(B, Tk)``: j of each key, the real ones ``p, p+1, …, p+J−1``; ``real``
+    ``(B, Tk)`` True at real keys (None: all real). Padded keys get β = 0. With
+    ``normalise`` (``length`` = J, ``(B, 1, Tq, 1)``, required) each row is divided by its
+    sum after a shift by its largest term (found in closed form: the real position nearest
+    each μ_k), so the sum is at least 1 and cannot underflow to 0, as a softmax of log β."""
     j = positions[:, None, None, None, :].float()  # (B, 1, 1, 1, Tk)
     keep = None if real is None else real[:, None, None, :]
-    if not normalise:
-        args = (params.log_scale, params.mu, params.sigma, j)
-        if torch.is_grad_enabled() and any(a.requires_grad for a in args[:3]):
-            beta = _MixtureSum.apply(*args)
-        else:  # inference: the same sum, without the autograd Function's call overhead
-            beta = _MixtureSum._terms(*args)[1].sum(dim=-2)
-        return beta if keep is None else beta.masked_fill(~keep, 0.0)
-    z = (j - params.mu.unsqueeze(-1)) / params.sigma.unsqueeze(-1)  # (B, H, Tq, K, Tk)
-    log_beta = torch.logsumexp(torch.addcmul(params.log_scale.unsqueeze(-1), z, z, value=-0.5),
-                               dim=-2)  # fmt: skip
+    log_scale = params.log_scale
+    if normalise:
+        assert length is not None, "normalise needs the source length J"
+        log_scale = log_scale - _largest_term(params, positions, real, length)
+    args = (log_scale, params.mu, params.sigma, j)
+    if torch.is_grad_enabled() and any(a.requires_grad for a in args[:3]):
+        beta = _MixtureSum.apply(*args)
+    else:  # inference: the same sum, without the autograd Function's call overhead
+        beta = _MixtureSum._terms(*args)[1].sum(dim=-2)
     if keep is not None:
-        log_beta = log_beta.masked_fill(~keep, MASK_VALUE)
-    return torch.softmax(log_beta, dim=-1)
+        beta = beta.masked_fill(~keep, 0.0)
+    if normalise:
+        beta = beta / beta.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(beta.dtype).tiny)
+    return beta
+
+
+def _largest_term(params: MixtureParams, positions: Tensor, real: Tensor | None,
+                  length: Tensor) -> Tensor:  # fmt: skip
+    """``max_kj (log ω_k − log Z_k − z_kj²/2)`` over the real keys, ``(B, H, Tq, 1)``, no
+    gradient (a shift of a whole row cancels in the normalisation); 0 for a source with
+    no real key."""
+    with torch.no_grad():
+        pos = positions.float()
+        first = pos if real is None else pos.masked_fill(~real, math.inf)
+        lo = first.amin(dim=-1)[:, None, None, None]  # j of the first real key
+        hi = lo + length - 1
+        nearest = torch.minimum(torch.maximum(torch.round(params.mu - lo) + lo, lo), hi)
+        z = (nearest - params.mu) / params.sigma
+        top = torch.addcmul(params.log_scale, z, z, value=-0.5).amax(dim=-1, keepdim=True)
+        return torch.where(torch.isfinite(top), top, torch.zeros_like(top))
 
 
 @register_modifier
@@ -267,6 +287,7 @@ class GaussianMixture(AttentionModifier):
             ctx.key_positions + self.options.offset,
             real,
             normalise=self.options.variant == "norm",
+            length=ctx.key_lengths[:, None, :, None].float(),
         )
         fusion = self.options.fusion
         gate: Tensor | float

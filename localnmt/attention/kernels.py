@@ -105,6 +105,10 @@ def masked_sdpa(
 
 def dense_logits(problem: AttentionProblem) -> Tensor:
     """Float32 logits with biases added and disallowed keys filled with a finite large negative."""
+    return _logits_and_blocked(problem)[0]
+
+
+def _logits_and_blocked(problem: AttentionProblem) -> tuple[Tensor, Tensor | None]:
     logits = torch.matmul(problem.q, problem.k.transpose(-1, -2)).float()
     bias = problem.total_bias()
     if bias is not None:
@@ -112,7 +116,7 @@ def dense_logits(problem: AttentionProblem) -> Tensor:
     blocked = problem.dense_blocked()
     if blocked is not None:
         logits = logits.masked_fill(blocked, MASK_VALUE)
-    return logits
+    return logits, blocked
 
 
 def dense_attention(
@@ -122,10 +126,11 @@ def dense_attention(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The reference path. Returns ``(out (B,H,Tq,d), probs float32, logits float32)``;
     ``probs`` is after ``post`` and before dropout; ``out`` uses the dropped-out probs."""
-    logits = dense_logits(problem)
+    logits, blocked = _logits_and_blocked(problem)
     probs = torch.softmax(logits, dim=-1)
-    # a query with no allowed key attends to nothing (see zero_empty_rows); no host sync
-    probs = probs.masked_fill((logits <= MASK_VALUE).all(dim=-1, keepdim=True), 0.0)
+    if blocked is not None:  # a query with no allowed key attends to nothing (zero_empty_rows)
+        # on the mask's own (broadcast) shape: padding alone costs a (B, 1, 1, 1) reduction
+        probs = probs.masked_fill(blocked.all(dim=-1, keepdim=True), 0.0)
     if post is not None:
         probs = post(probs)
     used = probs.type_as(problem.v)

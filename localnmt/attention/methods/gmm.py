@@ -282,12 +282,13 @@ class GaussianMixture(AttentionModifier):
         raw = self.predictors(query)
         params = self.mixture_params(ctx, raw)
         real = None if ctx.key_padding_mask is None else ~ctx.key_padding_mask.bool()
+        normalise = self.options.variant == "norm"
         beta = mixture_attention(
             params,
             ctx.key_positions + self.options.offset,
             real,
-            normalise=self.options.variant == "norm",
-            length=ctx.key_lengths[:, None, :, None].float(),
+            normalise=normalise,
+            length=ctx.key_lengths[:, None, :, None] if normalise else None,
         )
         fusion = self.options.fusion
         gate: Tensor | float

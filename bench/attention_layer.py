@@ -10,9 +10,8 @@ self- and cross-attention, fairseq's causal float mask for decoder self-attentio
 
 from __future__ import annotations
 
-import contextlib
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,22 +206,11 @@ def fwd_bwd(layer: nn.Module, inputs: LayerInputs) -> Callable[[], None]:
     return run
 
 
-@contextlib.contextmanager
-def forced_kernel(name: str | None) -> Iterator[None]:
-    """Force ``localnmt.attention.kernels.FORCE_KERNEL`` to ``name`` inside the block."""
-    from localnmt.attention import kernels
-
-    old = kernels.FORCE_KERNEL
-    kernels.FORCE_KERNEL = name
-    try:
-        yield
-    finally:
-        kernels.FORCE_KERNEL = old
-
-
 def with_kernel(fn: Callable[[], None], name: str | None) -> Callable[[], None]:
     if name is None:
         return fn
+
+    from localnmt.attention.kernels import forced_kernel
 
     def run() -> None:
         with forced_kernel(name):
@@ -276,7 +264,7 @@ def chosen_path(layer: nn.Module, inputs: LayerInputs, kernel: str | None = None
             forward()
             if calls:
                 return "dense"
-            with forced_kernel(kernel):
+            with kernels.forced_kernel(kernel):
                 forward()
             return kernel
     finally:

@@ -74,11 +74,8 @@ def test_matches_equations(spec, window, area, side, kernel):
     att = make_attention(spec)
     x, pad = padded_batch(side)
     expected = reference(att, x, pad, window, area)
-    kernels.FORCE_KERNEL = kernel
-    try:
+    with kernels.forced_kernel(kernel):
         got, _ = att(x, x, x, key_padding_mask=pad, need_weights=kernel is None)
-    finally:
-        kernels.FORCE_KERNEL = None
     real = ~pad.T
     torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-5)
 
@@ -168,12 +165,9 @@ def test_gradients_and_padding_only_windows(spec):
     att = make_attention(spec)
     x, pad = padded_batch("left", lengths=(1, 20))
     for kernel in (None, "band"):
-        kernels.FORCE_KERNEL = kernel
-        try:
+        with kernels.forced_kernel(kernel):
             att.zero_grad()
             out, _ = att(x, x, x, key_padding_mask=pad, need_weights=False)
-        finally:
-            kernels.FORCE_KERNEL = None
         assert torch.isfinite(out).all()
         out[~pad.T].sum().backward()
         for p in (att.q_proj.weight, att.k_proj.weight, att.v_proj.weight):

@@ -22,9 +22,8 @@ def make_attention(kind: str, spec: str) -> LocalAttention:
 
 @pytest.fixture
 def force_flex():
-    kernels.FORCE_KERNEL = "flex"
-    yield
-    kernels.FORCE_KERNEL = None
+    with kernels.forced_kernel("flex"):
+        yield
 
 
 def padding(left: bool) -> torch.Tensor:
@@ -119,8 +118,7 @@ def test_declines():
     band = [BandMask(3, 3)]
     # on CPU it is never chosen automatically
     assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, bands=band)) is None
-    kernels.FORCE_KERNEL = "flex"
-    try:
+    with kernels.forced_kernel("flex"):
         assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, bands=band)) is not None
         assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, bands=band, dropout_p=0.1)) is None
         dense = torch.ones(300, 300, dtype=torch.bool)
@@ -132,5 +130,3 @@ def test_declines():
             key_padding_mask=None,
         )  # fmt: skip
         assert flex.flex_kernel(AttentionProblem(cross, q, q, q, bands=band)) is None
-    finally:
-        kernels.FORCE_KERNEL = None

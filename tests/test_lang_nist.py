@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -12,31 +13,16 @@ import sacrebleu
 from localnmt.data import nist_zh_en
 from localnmt.evaluation import multi_ref
 
-SAMPLE = Path(__file__).parent / "fixtures" / "data"
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "eval"))
 
-
-def _lines(lang: str) -> list[str]:
-    return (SAMPLE / f"sample.{lang}").read_text(encoding="utf-8").splitlines()
-
-
-def _write(path: Path, rows: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+from tinytasks import lines as _lines  # noqa: E402
+from tinytasks import nist_dirs  # noqa: E402
+from tinytasks import write as _write  # noqa: E402
 
 
 def _nist_dirs(root: Path) -> tuple[Path, Path]:
-    zh, en = _lines("zh"), _lines("en")
-    ldc, nist = root / "ldc", root / "nist"
-    for i, name in enumerate(nist_zh_en.LDC_CORPORA):
-        sl = slice(5 * i, 5 * i + 8)
-        _write(ldc / f"{name}.zh", zh[sl])
-        _write(ldc / f"{name}.en", en[sl])
-    for j, s in enumerate(("mt02", *nist_zh_en.TEST_SETS)):
-        sl = slice(4 * j, 4 * j + 4)
-        _write(nist / f"{s}.zh", zh[sl])
-        for r in range(4):
-            _write(nist / f"{s}.ref{r}", [f"{e} Ref{r}" for e in en[sl]])
-    return ldc, nist
+    """References ``"<English> Ref<r>"``: upper case, so lower-casing shows."""
+    return nist_dirs(root, [lambda e, r=r: f"{e} Ref{r}" for r in range(4)])
 
 
 def test_nist_process(tmp_path, capsys):

@@ -19,9 +19,8 @@ def make_attention(kind: str, spec: str) -> LocalAttention:
 
 @pytest.fixture
 def force_fold():
-    kernels.FORCE_KERNEL = "gaussian_fold"
-    yield
-    kernels.FORCE_KERNEL = None
+    with kernels.forced_kernel("gaussian_fold"):
+        yield
 
 
 def padding(left: bool) -> torch.Tensor:

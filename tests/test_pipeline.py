@@ -340,12 +340,10 @@ def test_recording_keeps_intermediates():
 def test_forced_kernel_declining_raises():
     ours = _site_attention("_probe_quadratic").to(torch.bfloat16)
     x, _, pad, _ = inputs("encoder_self", "left")
-    kernels.FORCE_KERNEL = "sdpa"
-    try:
-        with pytest.raises(RuntimeError, match="declined"):
+    with pytest.raises(RuntimeError, match="declined"):
+        with kernels.forced_kernel("sdpa"):
             ours(x.bfloat16(), x.bfloat16(), x.bfloat16(), key_padding_mask=pad, need_weights=False)
-    finally:
-        kernels.FORCE_KERNEL = None
+    assert kernels.FORCE_KERNEL is None  # restored after the error
 
 
 @register_modifier
@@ -364,11 +362,8 @@ def test_query_with_no_allowed_key_attends_to_nothing_on_every_path(side, kernel
     ours = _site_attention("_probe_prev")
     x, _, pad, _ = inputs("encoder_self", side)
     dense, w = ours(x, x, x, key_padding_mask=pad, need_head_weights=True)
-    kernels.FORCE_KERNEL = kernel
-    try:
+    with kernels.forced_kernel(kernel):
         fast, _ = ours(x, x, x, key_padding_mask=pad, need_weights=False)
-    finally:
-        kernels.FORCE_KERNEL = None
     real = ~pad.t()
     torch.testing.assert_close(fast[real], dense[real], atol=1e-5, rtol=0)
     first = ((~pad).cumsum(1) == 1) & ~pad  # (B, T): each sentence's first real token

@@ -10,7 +10,8 @@ numbers as the reference (tests/test_kernels*.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -162,6 +163,17 @@ def kernel_names() -> list[str]:
 
 #: Set to a kernel name to force it (tests, benchmarks); None = automatic choice.
 FORCE_KERNEL: str | None = None
+
+
+@contextlib.contextmanager
+def forced_kernel(name: str | None) -> Iterator[None]:
+    """Set :data:`FORCE_KERNEL` to ``name`` inside the block (None: automatic), then restore."""
+    global FORCE_KERNEL
+    old, FORCE_KERNEL = FORCE_KERNEL, name
+    try:
+        yield
+    finally:
+        FORCE_KERNEL = old
 
 
 def fast_attention(problem: AttentionProblem) -> Tensor:

@@ -86,22 +86,22 @@ def translate(
     extra: list[str] | None = None,
 ) -> dict[str, list[str]]:
     """Generate and post-process; returns ``hyp``, ``ref_gen`` and ``src_gen`` line lists."""
-    src, tgt = infer_langs(data_bin, subset)
-    cmd = generate_command(
-        data_bin,
-        checkpoint,
-        subset=subset,
-        beam=beam,
-        lenpen=lenpen,
-        user_dir=user_dir,
-        source_lang=src,
-        target_lang=tgt,
-        extra=extra,
-    )
+    cmd = _subset_command(data_bin, checkpoint, subset, beam, lenpen, user_dir, extra)
     out_dir.mkdir(parents=True, exist_ok=True)
     gen_out = out_dir / "generate.out"
     run_generate(cmd, gen_out, out_dir / "generate.log")
     return read_generation(gen_out.read_text(encoding="utf-8"), data_bin, subset, bpe, detok)
+
+
+def _subset_command(
+    data_bin: Path, checkpoint: Path, subset: str, beam: int, lenpen: float,
+    user_dir: str | None, extra: list[str] | None,
+) -> list[str]:  # fmt: skip
+    """The fairseq-generate command of one subset, languages read from the data-bin."""
+    src, tgt = infer_langs(data_bin, subset)
+    return generate_command(data_bin, checkpoint, subset=subset, beam=beam, lenpen=lenpen,
+                            user_dir=user_dir, source_lang=src, target_lang=tgt,
+                            extra=extra)  # fmt: skip
 
 
 def read_generation(
@@ -133,18 +133,7 @@ def translate_subsets(
 ) -> dict[str, dict[str, list[str]]]:
     """:func:`translate` of several subsets in one fairseq process (one start-up); outputs
     ``out_dir/generate-<subset>.txt``. Returns the line lists per subset."""
-    src, tgt = infer_langs(data_bin, subsets[0])
-    cmd = generate_command(
-        data_bin,
-        checkpoint,
-        subset=subsets[0],
-        beam=beam,
-        lenpen=lenpen,
-        user_dir=user_dir,
-        source_lang=src,
-        target_lang=tgt,
-        extra=extra,
-    )
+    cmd = _subset_command(data_bin, checkpoint, subsets[0], beam, lenpen, user_dir, extra)
     entry = cmd.index("generate")
     cmd = [*cmd[:entry], "generate-subsets", ",".join(subsets), str(out_dir), *cmd[entry + 1 :]]
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ Stacked key groups (2D-CSAN) are ``G`` copies of the same positions: key ``kv`` 
 ``kv mod Tk``.
 
 Taken automatically on CUDA when torch has FlexAttention and the problem has a window
-(``bands``); elsewhere only when forced (``kernels.FORCE_KERNEL = "flex"``): on CPU, torch's
+(``bands``); elsewhere only when forced (``kernels.forced_kernel("flex")``): on CPU, torch's
 FlexAttention has no backward and its unfused fallback materialises every score, so the CPU
 uses ``band`` / SDPA instead. Declines dense masks and dense biases (SDPA takes those),
 dropout (FlexAttention has none), cross-attention, and CPU problems that need gradients.

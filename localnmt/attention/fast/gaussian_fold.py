@@ -101,11 +101,11 @@ def benchmark(
     )
 
     def step(kernel: str, x: Tensor, mask: Tensor) -> float:
-        kernels.FORCE_KERNEL = kernel
-        start = time.perf_counter()
-        out, _ = att(x, x, x, key_padding_mask=mask, need_weights=False)
-        out.sum().backward()
-        return time.perf_counter() - start
+        with kernels.forced_kernel(kernel):
+            start = time.perf_counter()
+            out, _ = att(x, x, x, key_padding_mask=mask, need_weights=False)
+            out.sum().backward()
+            return time.perf_counter() - start
 
     results = []
     for length in lengths:
@@ -113,14 +113,9 @@ def benchmark(
         mask = torch.zeros(batch, length, dtype=torch.bool)
         mask[::2, : length // 4] = True  # half the batch left-padded
 
-        try:
-            step("gaussian_fold", x, mask)
-            step("sdpa", x, mask)
-            ratios = [
-                step("gaussian_fold", x, mask) / step("sdpa", x, mask) for _ in range(repeats)
-            ]
-        finally:
-            kernels.FORCE_KERNEL = None
+        step("gaussian_fold", x, mask)
+        step("sdpa", x, mask)
+        ratios = [step("gaussian_fold", x, mask) / step("sdpa", x, mask) for _ in range(repeats)]
         results.append((length, statistics.median(ratios)))
         print(f"T={length}: fold / dense-bias SDPA = {results[-1][1]:.2f}")
     return results

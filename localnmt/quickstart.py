@@ -60,8 +60,8 @@ def train_system(row: dict, data: Path, run_dir: Path, minutes: float, args) -> 
     """Train one system for ``minutes`` of wall clock (or ``--max-update``), streaming progress."""
     import torch
 
-    from localnmt.evaluation.generate import default_user_dir
-    from localnmt.evaluation.recipes import train_args
+    from localnmt.runs.generate import default_user_dir
+    from localnmt.runs.recipes import train_args
 
     stamp = training_stamp(row, data, args.max_update)
     done = run_dir / "train.done"
@@ -76,7 +76,7 @@ def train_system(row: dict, data: Path, run_dir: Path, minutes: float, args) -> 
     cmd = [
         sys.executable,
         "-m",
-        "localnmt.evaluation.fairseq_entry",
+        "localnmt.runs.fairseq_entry",
         "train",
         str(data),
         "--arch",
@@ -121,8 +121,8 @@ def evaluate_system(
     row: dict, data: Path, run_dir: Path, raw: Path, baseline_hyp: Path | None
 ) -> dict:
     """Translate and score the test set (reused when ``eval/scores.json`` exists)."""
-    from localnmt.evaluation.evaluate import evaluate_checkpoint
-    from localnmt.evaluation.generate import default_user_dir, infer_langs
+    from localnmt.runs.evaluate import evaluate_checkpoint
+    from localnmt.runs.generate import default_user_dir, infer_langs
 
     scores = run_dir / "eval" / "scores.json"
     if scores.exists():
@@ -147,7 +147,7 @@ def write_report(workdir: Path, systems: list[dict], results: dict, logs: dict) 
 
     plt = pyplot()
 
-    from localnmt.evaluation.report import millions
+    from localnmt.runs.report import millions
 
     lines = [
         "# localnmt quickstart (gettext En-De)",
@@ -214,8 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     from localnmt.data.gettext_corpus import prepare_gettext_pair
-    from localnmt.evaluation.rows import load_catalog
-    from localnmt.evaluation.train_log import read_train_log
+    from localnmt.runs.rows import load_catalog
+    from localnmt.runs.train_log import read_train_log
 
     start = time.time()
     workdir = args.workdir.resolve()

@@ -4,7 +4,7 @@
 #       [--baseline-hyp FILE] [--beam 4] [--lenpen 0.6] [--bpe subword_nmt|sentencepiece|none]
 #   scripts/evaluate.sh --average-dir CKPT_DIR --average N [--by-update] --data-bin BIN --out DIR ...
 # Everything except --average-dir/--average/--by-update goes to
-# python -m localnmt.evaluation.evaluate; --user-dir defaults to the plugin when it imports.
+# python -m localnmt.runs.evaluate; --user-dir defaults to the plugin when it imports.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,7 +29,7 @@ if [[ -n "$AVG_DIR" ]]; then
   mkdir -p "$OUT"
   KIND=--num-epoch-checkpoints
   [[ "$BY_UPDATE" == 1 ]] && KIND=--num-update-checkpoints
-  "$PYTHON" -m localnmt.evaluation.average_checkpoints --inputs "$AVG_DIR" \
+  "$PYTHON" -m localnmt.runs.average_checkpoints --inputs "$AVG_DIR" \
     "$KIND" "${AVG_N:-5}" --output "$OUT/checkpoint_avg.pt"
   ARGS+=(--checkpoint "$OUT/checkpoint_avg.pt")
 fi
@@ -37,4 +37,4 @@ if [[ "$HAS_USER_DIR" == 0 && -f "$REPO_ROOT/localnmt/__init__.py" ]] \
     && "$PYTHON" -c 'import localnmt.models' 2>/dev/null; then
   ARGS+=(--user-dir "$("$PYTHON" -m localnmt.paths)")
 fi
-"$PYTHON" -m localnmt.evaluation.evaluate "${ARGS[@]}"
+"$PYTHON" -m localnmt.runs.evaluate "${ARGS[@]}"

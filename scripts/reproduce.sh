@@ -16,4 +16,4 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python}"
 export PYTHONPATH="${REPO_ROOT}${PYTHONPATH:+:${PYTHONPATH}}"
-exec "$PYTHON" -m localnmt.evaluation.reproduce "$@"
+exec "$PYTHON" -m localnmt.runs.reproduce "$@"

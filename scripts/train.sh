@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Train one model with the papers' hyper-parameters (localnmt/evaluation/recipes.py).
+# Train one model with the papers' hyper-parameters (localnmt/runs/recipes.py).
 #
 #   scripts/train.sh --data BIN --save-dir DIR [--arch ARCH] [--size base|big|cpu|tiny]
 #       [--max-tokens N] [--max-update N] [--layers N] [--gpus N] [--cpu] [--fp16|--bf16]
@@ -74,14 +74,14 @@ RECIPE_ARGS=(--size "$SIZE" --world-size "$WORLD")
 [[ -n "$LAYERS" ]] && RECIPE_ARGS+=(--layers "$LAYERS")
 [[ -n "$TOKENS_PER_UPDATE" ]] && RECIPE_ARGS+=(--tokens-per-update "$TOKENS_PER_UPDATE")
 [[ "$SEPARATE_VOCAB" == 1 ]] && RECIPE_ARGS+=(--separate-vocab)
-recipe_out="$("$PYTHON" "$REPO_ROOT/localnmt/evaluation/recipes.py" "${RECIPE_ARGS[@]}")"
+recipe_out="$("$PYTHON" "$REPO_ROOT/localnmt/runs/recipes.py" "${RECIPE_ARGS[@]}")"
 mapfile -t HPARAMS <<<"$recipe_out"
 
 ARGS=("$DATA" --arch "$ARCH" --save-dir "$SAVE_DIR" "${HPARAMS[@]}")
 [[ -n "$USER_DIR" ]] && ARGS+=(--user-dir "$USER_DIR")
 [[ "$GPUS" -eq 0 ]] && ARGS+=(--cpu)
 [[ -n "$PRECISION" ]] && ARGS+=("$PRECISION")
-ENTRY=(-m localnmt.evaluation.fairseq_entry train)
+ENTRY=(-m localnmt.runs.fairseq_entry train)
 
 if [[ "$WORLD" -gt 1 ]]; then
   ARGS+=(--distributed-world-size "$WORLD")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from localnmt.evaluation.average_checkpoints import average_checkpoints, last_n_checkpoints
+from localnmt.runs.average_checkpoints import average_checkpoints, last_n_checkpoints
 
 
 def _save(path: Path, value: float, step: int) -> None:
@@ -42,7 +42,7 @@ def test_average_update_checkpoints_cli(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "localnmt.evaluation.average_checkpoints",
+            "localnmt.runs.average_checkpoints",
             "--inputs",
             str(tmp_path),
             "--num-update-checkpoints",

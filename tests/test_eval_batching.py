@@ -2,8 +2,8 @@
 
 import pytest
 
-from localnmt.evaluation.batching import update_freq
-from localnmt.evaluation.recipes import RECIPES, train_args
+from localnmt.runs.batching import update_freq
+from localnmt.runs.recipes import RECIPES, train_args
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,10 @@
 
 import pytest
 
-from localnmt.evaluation.generate import ordered, parse_generate
-from localnmt.evaluation.report import RowResult, results_table
-from localnmt.evaluation.rows import pick_baseline, select_rows, table_key
-from localnmt.evaluation.train_log import parse_train_log
+from localnmt.runs.generate import ordered, parse_generate
+from localnmt.runs.report import RowResult, results_table
+from localnmt.runs.rows import pick_baseline, select_rows, table_key
+from localnmt.runs.train_log import parse_train_log
 
 GEN = (
     "S-1\tb\nT-1\tB\nH-1\t-0.5\tzwei\nD-1\t-0.5\tzwei\nS-0\ta\nT-0\tA\nH-0\t-0.2\t\nH-0\t-0.9\tx\n"

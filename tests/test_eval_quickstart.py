@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from localnmt.evaluation.train_log import TrainLog
 from localnmt.quickstart import FALLBACK_BASELINE, pick_systems, write_report
+from localnmt.runs.train_log import TrainLog
 
 CATALOG = [
     {"name": "base", "row": "Base", "arch": "localnmt_base", "args": []},

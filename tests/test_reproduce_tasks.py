@@ -14,7 +14,7 @@ import pytest
 import sacrebleu
 
 from localnmt.catalog import all_rows
-from localnmt.evaluation import reproduce
+from localnmt.runs import reproduce
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "eval"

@@ -40,7 +40,7 @@ class CatalogRow:
     #: the subset the paper scores the row on: ``test``, or ``valid`` for dev-set ablations
     split: str = "test"
     #: optimiser / schedule flags the paper states where they differ from the recipe
-    #: (``localnmt/evaluation/recipes.py``); reproduce passes them at paper sizes, not with
+    #: (``localnmt/runs/recipes.py``); reproduce passes them at paper sizes, not with
     #: ``--tiny``, whose short runs need the tiny recipe's warm-up
     train_args: tuple[str, ...] = ()
 

@@ -10,7 +10,7 @@ multi-bleu.perl does. The GMM paper reports case-insensitive BLEU (lower-cased E
 
 With :mod:`localnmt.data.nist_zh_en`'s layout (``WORK/refs/subsets.json``: fairseq subset
 ``test`` = MT03, ``test1`` = MT04, ``test2`` = MT05, ``test3`` = MT06, ``test4`` = MT08),
-decode each subset with ``python -m localnmt.evaluation.evaluate --data-bin WORK/data-bin
+decode each subset with ``python -m localnmt.runs.evaluate --data-bin WORK/data-bin
 --checkpoint CKPT --subset test1 --ref WORK/raw/mt04.en --out ev/mt04`` (single-reference
 scores, and the detokenised ``ev/mt04/hyp.txt``), then pass ``--hyp mt04=ev/mt04/hyp.txt``.
 """

@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from localnmt.evaluation.evaluate import evaluate_checkpoint, read_lines, translate_subsets
 from localnmt.evaluation.multi_ref import score_sets
+from localnmt.evaluation.scoring import read_lines
+from localnmt.runs.evaluate import evaluate_checkpoint, translate_subsets
 
 
 def refs_dir_for(data_bin: Path) -> Path:

@@ -1,11 +1,11 @@
 """Run fairseq's train/generate CLIs in-process with the torch>=2.6 checkpoint-loading fix.
 
-``python -m localnmt.evaluation.fairseq_entry {train,generate} ARGS...`` behaves like
+``python -m localnmt.runs.fairseq_entry {train,generate} ARGS...`` behaves like
 ``fairseq-train ARGS`` / ``fairseq-generate ARGS`` but allow-lists ``argparse.Namespace`` for
 ``torch.load(weights_only=True)`` first, so checkpoints load (and runs resume) even with a
 plain fairseq ``--arch`` and no ``--user-dir``. Never imports torchaudio.
 
-``python -m localnmt.evaluation.fairseq_entry generate-subsets test,test1 DIR ARGS...`` runs
+``python -m localnmt.runs.fairseq_entry generate-subsets test,test1 DIR ARGS...`` runs
 fairseq-generate once per subset in one process (one start-up for several test sets, e.g.
 NIST MT03–MT08), writing ``DIR/generate-<subset>.txt`` each (fairseq's ``--results-path``).
 """
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = ("train", "generate", "generate-subsets")
     if not argv or argv[0] not in commands or (argv[0] == "generate-subsets" and len(argv) < 3):
         raise SystemExit(
-            "usage: python -m localnmt.evaluation.fairseq_entry {train,generate} ... | "
+            "usage: python -m localnmt.runs.fairseq_entry {train,generate} ... | "
             "generate-subsets SUBSET[,SUBSET...] RESULTS_DIR ..."
         )
     command, rest = argv[0], argv[1:]

@@ -25,7 +25,7 @@ import argparse
 from dataclasses import dataclass, field
 
 if __package__:
-    from localnmt.evaluation.batching import PAPER_TOKENS_PER_UPDATE, update_freq
+    from localnmt.runs.batching import PAPER_TOKENS_PER_UPDATE, update_freq
 else:  # run as a file by train.sh: skip importing the plugin (fairseq start-up takes seconds)
     from batching import PAPER_TOKENS_PER_UPDATE, update_freq  # type: ignore[no-redef]
 

@@ -2,11 +2,11 @@
 
 Our own version of fairseq's ``scripts/average_checkpoints.py`` (not shipped in the wheels)::
 
-    python -m localnmt.evaluation.average_checkpoints --inputs CKPT_DIR \
+    python -m localnmt.runs.average_checkpoints --inputs CKPT_DIR \
         --num-epoch-checkpoints 5 --output CKPT_DIR/checkpoint_avg5.pt
-    python -m localnmt.evaluation.average_checkpoints --inputs CKPT_DIR \
+    python -m localnmt.runs.average_checkpoints --inputs CKPT_DIR \
         --num-update-checkpoints 5 --output avg.pt
-    python -m localnmt.evaluation.average_checkpoints --inputs a.pt b.pt --output avg.pt
+    python -m localnmt.runs.average_checkpoints --inputs a.pt b.pt --output avg.pt
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def generate_command(
     cmd = [
         sys.executable,
         "-m",
-        "localnmt.evaluation.fairseq_entry",
+        "localnmt.runs.fairseq_entry",
         "generate",
         str(data_bin),
         "--path",

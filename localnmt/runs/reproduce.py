@@ -1,9 +1,9 @@
 """Reproduce one table of a paper: train each catalog row, evaluate, write a results page.
 
-    python -m localnmt.evaluation.reproduce yang2019 "Table 1" --tiny
-    python -m localnmt.evaluation.reproduce yang2018 "Table 4" --data data-bin/wmt14_en_de \\
+    python -m localnmt.runs.reproduce yang2019 "Table 1" --tiny
+    python -m localnmt.runs.reproduce yang2018 "Table 4" --data data-bin/wmt14_en_de \\
         --ref raw/newstest2014.de --gpus 8 --fp16
-    python -m localnmt.evaluation.reproduce zhang2021 "Table 2" --task nist_zh_en
+    python -m localnmt.runs.reproduce zhang2021 "Table 2" --task nist_zh_en
 
 **Tasks.** Every catalog row belongs to a task (``localnmt.catalog.tasks``: WMT14 En→De,
 WMT17 Zh→En, NIST Zh→En, WAT17 Ja→En, WMT14 En→Ru, GLUE). A table with several columns
@@ -24,11 +24,11 @@ last checkpoints (recipe default), then ``evaluate`` on the row's split (``test`
 ``valid`` for the papers' dev-set ablations; ``--subset`` overrides). The baseline of each
 row (same size, vanilla Transformer) is evaluated first and used for Δ and the bootstrap
 test. NIST Zh→En decodes the five test subsets and reports the MT03–MT08 average of
-4-reference, lower-cased BLEU (``localnmt.evaluation.nist_eval``). Finished steps are reused:
+4-reference, lower-cased BLEU (``localnmt.runs.nist_eval``). Finished steps are reused:
 ``train.done`` and ``eval/scores.json`` in ``<workdir>/<table>[_<task>]/<row>/``.
 
 **GLUE rows** (Pande et al. Table 4) pre-train with ``scripts/roberta_pretrain.sh`` and
-fine-tune per task with ``scripts/glue_finetune.sh`` (``localnmt.evaluation.glue_runs``),
+fine-tune per task with ``scripts/glue_finetune.sh`` (``localnmt.runs.glue_runs``),
 reporting dev accuracy per task.
 """
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localnmt.catalog.tasks import DEFAULT_TASK, GLUE_TASKS, TASKS, Task
-from localnmt.evaluation.rows import (
+from localnmt.runs.rows import (
     group_by_task,
     load_catalog,
     pick_baseline,
@@ -80,7 +80,7 @@ def train_command(
     separate_vocab: bool = False,
 ) -> list[str]:
     """The train.sh command line of one row."""
-    from localnmt.evaluation.generate import default_user_dir
+    from localnmt.runs.generate import default_user_dir
 
     cmd = [
         "bash",
@@ -115,8 +115,8 @@ def train_command(
 
 def pick_checkpoint(ckpt_dir: Path, size: str, average: int | None, log=print) -> Path:
     """Average the last N checkpoints when there are enough, else ``checkpoint_last.pt``."""
-    from localnmt.evaluation.average_checkpoints import average_checkpoints, last_n_checkpoints
-    from localnmt.evaluation.recipes import RECIPES
+    from localnmt.runs.average_checkpoints import average_checkpoints, last_n_checkpoints
+    from localnmt.runs.recipes import RECIPES
 
     n = RECIPES[size].average_last if average is None else average
     by_update = RECIPES[size].save_interval_updates > 0
@@ -206,7 +206,7 @@ def plan_task(
         plan.data = default
         plan.notes.append(f"{default} does not exist yet: {task.prep_command(args.data_root)}")
     if not task.is_translation:
-        from localnmt.evaluation.glue_runs import missing_data
+        from localnmt.runs.glue_runs import missing_data
 
         missing = missing_data(plan.data, tuple(args.glue_tasks))
         if missing and check:
@@ -217,7 +217,7 @@ def plan_task(
     if task.scoring == "nist_multi_ref" and plan.subset == "test":
         refs = Path(args.refs_dir) if args.refs_dir else None
         if refs is None and plan.data is not None:
-            from localnmt.evaluation.nist_eval import refs_dir_for
+            from localnmt.runs.nist_eval import refs_dir_for
 
             refs = refs_dir_for(plan.data)
         if refs is not None and (refs / "subsets.json").is_file():
@@ -241,7 +241,7 @@ def separate_vocab(data: Path) -> bool:
 
 def prepare_data(args: argparse.Namespace, plan: Plan) -> tuple[str, Path | None, Path | None]:
     """Data-bin, raw references and sources of the plan's subset (gettext corpus if none)."""
-    from localnmt.evaluation.generate import infer_langs
+    from localnmt.runs.generate import infer_langs
 
     if plan.data is not None:
         data = plan.data
@@ -278,7 +278,7 @@ def run_row(
     separate: bool = False,
 ) -> dict:
     """Train (unless done) and evaluate (unless done) one row; returns its scores."""
-    from localnmt.evaluation.generate import default_user_dir
+    from localnmt.runs.generate import default_user_dir
 
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (run_dir / "train.done").exists():
@@ -295,7 +295,7 @@ def run_row(
     print(f"  evaluating {ckpt.name}", flush=True)
     options = dict(bpe=args.bpe, beam=args.beam, lenpen=args.lenpen, user_dir=default_user_dir())
     if plan.refs is not None:
-        from localnmt.evaluation.nist_eval import evaluate_nist
+        from localnmt.runs.nist_eval import evaluate_nist
 
         return evaluate_nist(
             Path(data),
@@ -305,7 +305,7 @@ def run_row(
             baseline_dir=base_dir / "eval" if base_dir else None,
             **options,
         )
-    from localnmt.evaluation.evaluate import evaluate_checkpoint
+    from localnmt.runs.evaluate import evaluate_checkpoint
 
     return evaluate_checkpoint(
         data,
@@ -333,7 +333,7 @@ def _size(row: dict, args: argparse.Namespace) -> str:
 def _eval_line(plan: Plan) -> str:
     if plan.task.scoring == "nist_multi_ref" and plan.subset == "test":
         from localnmt.data.nist_zh_en import TEST_SETS
-        from localnmt.evaluation.nist_eval import nist_subsets
+        from localnmt.runs.nist_eval import nist_subsets
 
         if plan.refs is not None and (plan.refs / "subsets.json").is_file():
             subsets = nist_subsets(plan.refs)
@@ -352,7 +352,7 @@ def dry_run(plan: Plan, args: argparse.Namespace) -> None:
     for note in ([plan.task.note] if plan.task.note else []) + plan.notes:
         print(f"# note: {note}")
     if not plan.task.is_translation:
-        from localnmt.evaluation.glue_runs import plan_row
+        from localnmt.runs.glue_runs import plan_row
 
         for row in plan.rows:
             print(f"# {row['row']}")
@@ -373,8 +373,8 @@ def dry_run(plan: Plan, args: argparse.Namespace) -> None:
 
 def run_translation(plan: Plan, args: argparse.Namespace) -> Path:
     """Train and evaluate every row of one task; returns the results page."""
-    from localnmt.evaluation.report import LEGEND, LEGEND_MULTI_REF, RowResult, results_markdown
-    from localnmt.evaluation.train_log import read_train_log
+    from localnmt.runs.report import LEGEND, LEGEND_MULTI_REF, RowResult, results_markdown
+    from localnmt.runs.train_log import read_train_log
 
     rows = plan.rows
     baselines = {r["name"]: pick_baseline(rows, r, args.baseline) for r in rows}
@@ -473,9 +473,9 @@ def _glue_options(args: argparse.Namespace) -> dict:
 
 def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
     """Pre-train and fine-tune every row (Pande et al. Table 4); returns the results page."""
-    from localnmt.evaluation.glue_runs import plan_row, row_scores
-    from localnmt.evaluation.report import GlueResult, glue_markdown
-    from localnmt.evaluation.train_log import read_train_log
+    from localnmt.runs.glue_runs import plan_row, row_scores
+    from localnmt.runs.report import GlueResult, glue_markdown
+    from localnmt.runs.train_log import read_train_log
 
     assert plan.data is not None
     workdir = Path(args.workdir) / plan.stem

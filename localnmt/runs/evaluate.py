@@ -1,14 +1,15 @@
 """Translate a test set with a checkpoint and score it the ways the papers did.
 
 fairseq-generate (beam) -> hypotheses in order -> BPE removal -> Moses detokenisation
-(CJK spaces removed for Chinese) -> SacreBLEU with signature, tokenized BLEU (multi-bleu
-style, German compound splitting), BLEU by source-length bucket, and against a baseline:
-paired bootstrap significance and n-gram precision gaps. Writes ``hyp.txt``, ``ref.txt``
+(CJK spaces removed for Chinese) -> :func:`localnmt.evaluation.scoring.score`: SacreBLEU with
+signature, tokenized BLEU (multi-bleu style, German compound splitting), BLEU by
+source-length bucket, and against a baseline: paired bootstrap significance and n-gram
+precision gaps. Writes ``hyp.txt``, ``ref.txt``
 and ``scores.json`` in the output directory::
 
-    python -m localnmt.evaluation.evaluate --data-bin BIN --checkpoint ckpt.pt --out DIR \
+    python -m localnmt.runs.evaluate --data-bin BIN --checkpoint ckpt.pt --out DIR \
         [--ref raw/test.de] [--src raw/test.en] [--baseline-hyp base/hyp.txt] [--user-dir D]
-    python -m localnmt.evaluation.evaluate --hyp hyp.txt --ref ref.txt --target-lang de --out DIR
+    python -m localnmt.runs.evaluate --hyp hyp.txt --ref ref.txt --target-lang de --out DIR
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from localnmt.evaluation.breakdown import bleu_by_length, ngram_precision_gaps, parse_edges
-from localnmt.evaluation.generate import (
+from localnmt.evaluation.breakdown import parse_edges
+from localnmt.evaluation.postprocess import postprocess
+from localnmt.evaluation.scoring import read_lines, score, summary, write_lines
+from localnmt.runs.generate import (
     count_lines,
     generate_command,
     infer_langs,
@@ -27,49 +30,6 @@ from localnmt.evaluation.generate import (
     parse_generate,
     run_generate,
 )
-from localnmt.evaluation.metrics import sacrebleu_metric, sacrebleu_score, tokenized_bleu
-from localnmt.evaluation.postprocess import CJK_LANGS, postprocess
-from localnmt.evaluation.significance import paired_bootstrap
-
-
-def read_lines(path: Path) -> list[str]:
-    """Lines of a text file without their newlines."""
-    return Path(path).read_text(encoding="utf-8").splitlines()
-
-
-def write_lines(path: Path, lines: Sequence[str]) -> None:
-    """Write one line per item."""
-    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-
-
-def score(
-    hyps: Sequence[str],
-    refs: Sequence[str],
-    lang: str,
-    *,
-    sources: Sequence[str] | None = None,
-    baseline_hyps: Sequence[str] | None = None,
-    edges: Sequence[int] = (20, 40),
-    bootstrap_samples: int = 1000,
-    seed: int = 12345,
-) -> dict:
-    """All scores of detokenised hypotheses against raw references, as a JSON-able dict."""
-    result: dict = {
-        "sentences": len(hyps),
-        "sacrebleu": sacrebleu_score(hyps, refs, lang).to_dict(),
-        "tokenized_bleu": tokenized_bleu(hyps, refs, lang).to_dict(),
-    }
-    metric = sacrebleu_metric(lang)
-    if sources is not None:
-        length = (lambda s: len(s.replace(" ", ""))) if lang in CJK_LANGS else None
-        kwargs = {"length": length} if length else {}
-        buckets = bleu_by_length(sources, hyps, refs, edges, metric=metric, **kwargs)
-        result["length_buckets"] = [b.to_dict() for b in buckets]
-    if baseline_hyps is not None:
-        test = paired_bootstrap(baseline_hyps, hyps, refs, metric, bootstrap_samples, seed)
-        result["bootstrap"] = test.to_dict()
-        result["ngram_precision_gaps"] = ngram_precision_gaps(baseline_hyps, hyps, refs, metric)
-    return result
 
 
 def translate(
@@ -179,23 +139,6 @@ def evaluate_checkpoint(
     write_lines(Path(out_dir) / "ref.txt", refs)
     (Path(out_dir) / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     return result
-
-
-def summary(result: dict) -> str:
-    """Human-readable lines for a scores dict."""
-    lines = [
-        f"SacreBLEU {result['sacrebleu']['score']:.2f}  ({result['sacrebleu']['signature']})",
-        f"tokenized BLEU {result['tokenized_bleu']['score']:.2f}",
-    ]
-    if "bootstrap" in result:
-        b = result["bootstrap"]
-        lines.append(f"vs baseline: {b['delta']:+.2f} BLEU, p={b['p_value']:.3f} {b['marker']}")
-        gaps = ", ".join(f"{g:+.2f}" for g in result["ngram_precision_gaps"])
-        lines.append(f"n-gram precision gaps (1..4): {gaps}")
-    for b in result.get("length_buckets", []):
-        bleu = "-" if b["bleu"] is None else f"{b['bleu']:.2f}"
-        lines.append(f"  source length {b['label']}: {b['sentences']} sentences, BLEU {bleu}")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

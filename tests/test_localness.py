@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from localnmt.attention import AttentionSite, LocalAttention
+from localnmt.attention.methods.localness import LocalnessRecord
 from localnmt.attention.spec import build_modifiers, parse_spec
 
 C, H, T, B = 16, 4, 7, 3
@@ -106,9 +107,10 @@ def test_encoder_matches_plain_equations(window, left, need_weights):
             ref, p_ref, d_ref = plain_localness(att, x[real, b], window=window)
             torch.testing.assert_close(out[real, b], ref, atol=2e-5, rtol=1e-4)
             if need_weights:
-                rec = att.last_record
-                torch.testing.assert_close(rec["P"][b][:, real].t(), p_ref, atol=1e-5, rtol=1e-5)
-                torch.testing.assert_close(rec["D"][b][:, real].t(), d_ref, atol=1e-5, rtol=1e-5)
+                rec = att.last_record.get(LocalnessRecord)
+                p, d = rec.center[b][:, real].t(), rec.window[b][:, real].t()
+                torch.testing.assert_close(p, p_ref, atol=1e-5, rtol=1e-5)
+                torch.testing.assert_close(d, d_ref, atol=1e-5, rtol=1e-5)
 
 
 def test_center_length_option():

@@ -16,7 +16,7 @@ by the heads; ``U_p`` / ``U_d`` have one column per head. This is the reading th
 paper's parameter counts (Table 4: +0.8M for 3 base layers = 3·(512² + 2·512·8 + …), +3.3M for
 3 big layers) and the authors' THUMT code (a dense d→d tanh layer, then d→heads).
 
-Choices the paper leaves open (defaults follow the authors' code, DESIGN.md):
+Choices the paper leaves open (defaults follow the authors' code; docs/design.md, "Localness"):
 
 - ``center=length_minus_one``: P = (I−1)·sigmoid(p), so P spans exactly the real positions
   0..I−1 (positions are 0-based); ``center=length`` is eq. 6 as printed.
@@ -28,7 +28,8 @@ Choices the paper leaves open (defaults follow the authors' code, DESIGN.md):
 - I is ``ctx.key_lengths``: the real length, the visible prefix in decoder self-attention.
 
 The bias is returned as a :class:`QuadraticBias` (a = −1/(2σ²), b = P/σ²), so kernels can fold
-it into two extra q/k dimensions; P and D are logged for the analyses.
+it into two extra q/k dimensions; P and D are recorded for the analyses
+(:class:`LocalnessRecord`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,17 @@ from torch import Tensor, nn
 
 from localnmt.attention.context import AttentionContext, AttentionSite, QuadraticBias
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.record import tensor_field
 
 WINDOWS = ("fixed", "layer", "query", "head")
+
+
+@dataclass
+class LocalnessRecord:
+    """What a recorded localness layer predicted, per head and query."""
+
+    center: Tensor = tensor_field("bhq", "P, eq. 6 (0-based real-token position)")
+    window: Tensor = tensor_field("bhq", "D, eqs. 8/9/11 or fixed (σ = D/2)")
 
 
 def _merge_heads(x: Tensor) -> Tensor:
@@ -148,7 +158,7 @@ class Localness(AttentionModifier):
     def bias(self, ctx: AttentionContext) -> QuadraticBias:
         """G of eq. 5 as a·j² + b·j: a = −1/(2σ²), b = P/σ², σ = D/2."""
         center, window = self.predict(ctx)
-        ctx.log("P", center)
-        ctx.log("D", window)
+        if ctx.recording:
+            ctx.keep(LocalnessRecord(center=center, window=window))
         inv_var = 4.0 / (window * window)  # 1/σ²
         return QuadraticBias(a=-0.5 * inv_var, b=center * inv_var)

@@ -18,7 +18,8 @@ from torch import Tensor
 from localnmt.attention.record import AttentionRecord
 
 #: Finite fill for disallowed logits: large enough that ``exp`` underflows to exactly 0 in
-#: float32, finite so that a row with no allowed key gives a uniform row instead of NaN.
+#: float32, finite so that a row with no allowed key gives no NaN (the pipeline then zeroes
+#: that row: docs/design.md, "Numerics").
 MASK_VALUE = -1e30
 
 SITES = ("encoder_self", "decoder_self", "cross")

@@ -17,7 +17,8 @@ Two methods share the masks:
 * ``local_heads_renorm`` (the "more efficient implementation" the paper points at, §4.1): the
   same masks BEFORE softmax (renormalised over the allowed keys), as a per-head
   :class:`BandMask`, so window kernels can run it in O(T·w). A query whose window holds no real
-  key (prevK on the first K tokens) gets the pipeline's empty-row rule (uniform row).
+  key (prevK on the first K tokens) attends to nothing (the pipeline's empty-row rule: zero
+  output).
 
 Spec: ``local_heads[layers=1-6,masks=prev1;next1;global*6]``: one mask per head (``name*N``
 repeats), or one per selected head when ``heads=`` is given.

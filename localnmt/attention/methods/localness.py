@@ -21,7 +21,9 @@ Choices the paper leaves open (defaults follow the authors' code; docs/design.md
 - ``center=length_minus_one``: P = (I−1)·sigmoid(p), so P spans exactly the real positions
   0..I−1 (positions are 0-based); ``center=length`` is eq. 6 as printed.
 - ``d_floor=0.1``: D = max(D, 0.1), so σ never reaches 0 (also keeps an all-padding row finite).
-- Q is the unscaled query projection (eq. 7 reads Q, not Q/√d); W_p and W_d have biases.
+- Q is the unscaled query projection (eq. 7 reads Q, not Q/√d).
+- ``bias=true``: W_p, U_p, W_d, U_d are affine layers with bias terms (zero at initialisation);
+  ``bias=false`` gives eqs. 7–9 as printed (no bias terms).
 - K̄ (eq. 8) is the padding-aware mean of the keys each query may see: all real keys in
   encoder self- and cross-attention, the visible prefix in decoder self-attention (so that
   incremental decoding equals the full forward).
@@ -99,6 +101,7 @@ class Localness(AttentionModifier):
         fixed_size: float = option(10.0, "D of the fixed window (§3.3: 10)")
         head_max: float = option(50.0, "N of the head-specific window (eq. 11: 50)")
         d_floor: float = option(0.1, "lower bound of D (authors' code: 0.1)")
+        bias: bool = option(True, "bias terms in W_p, U_p, W_d, U_d (false: eqs. 7-9 as printed)")
 
     @classmethod
     def validate(cls, options: Options, site: AttentionSite) -> None:
@@ -110,14 +113,14 @@ class Localness(AttentionModifier):
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)
-        d, h = site.embed_dim, site.num_heads
-        self.w_p = nn.Linear(d, d)  # W_p, eqs. 7 and 9
-        self.u_p = nn.Linear(d, h)  # U_p, one column per head (eq. 10)
+        d, h, bias = site.embed_dim, site.num_heads, options.bias
+        self.w_p = nn.Linear(d, d, bias=bias)  # W_p, eqs. 7 and 9
+        self.u_p = nn.Linear(d, h, bias=bias)  # U_p, one column per head (eq. 10)
         if options.window == "query":
-            self.u_d = nn.Linear(d, h)  # U_d, eq. 9
+            self.u_d = nn.Linear(d, h, bias=bias)  # U_d, eq. 9
         elif options.window == "layer":
-            self.w_d = nn.Linear(d, d)  # W_d, eq. 8
-            self.u_d = nn.Linear(d, h)
+            self.w_d = nn.Linear(d, d, bias=bias)  # W_d, eq. 8
+            self.u_d = nn.Linear(d, h, bias=bias)
         elif options.window == "head":
             self.z = nn.Parameter(torch.zeros(h))  # z^m, eq. 11
         self.reset_parameters()
@@ -126,7 +129,8 @@ class Localness(AttentionModifier):
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
 
     def _query(self, ctx: AttentionContext) -> Tensor:
         """Q of eq. 7, ``(B, Tq, C)``: the query projection without the 1/√d scaling."""

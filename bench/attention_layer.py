@@ -73,13 +73,13 @@ def default_entries(heads: int = 8) -> list[MethodEntry]:
 def _borrow(name: str, item: str, site: str, heads: int) -> str | None:
     """``name[options of item]`` when those options are valid for ``name`` at ``site``."""
     from localnmt.attention.context import AttentionSite
-    from localnmt.attention.spec import build_modifiers, parse_spec
+    from localnmt.attention.spec import parse_spec, validate_specs
 
     if "[" not in item:
         return None
     spec = f"{name}[{item.split('[', 1)[1]}"
     try:
-        build_modifiers(parse_spec(spec), AttentionSite(site, 0, 1, heads * 64, heads))
+        validate_specs(parse_spec(spec), AttentionSite(site, 0, 1, heads * 64, heads))
     except Exception:
         return None
     return spec

@@ -1,6 +1,6 @@
 """Blocked band attention vs dense ``scaled_dot_product_attention``: one layer, fwd+bwd.
 
-Both run interleaved in one process (DESIGN.md: separate processes differ by 50 % on shared
+Both run interleaved in one process (docs/design.md: separate processes differ by 50 % on shared
 CPUs), per length T: batch 32, 8 heads, head dim 64, window 11 (1D) and 3 heads × 11 (2D).
 Reports median time ratios (band / dense; < 1 = band faster) and peak memory of one fwd+bwd
 (tracemalloc does not see torch's allocator on CPU, so we use the torch profiler's memory

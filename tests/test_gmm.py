@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from localnmt.attention import AttentionSite, LocalAttention, SpecError
+from localnmt.attention.methods.gmm import GaussianMixtureRecord
 from localnmt.attention.spec import build_modifiers, parse_spec
 
 E, H, B, TQ, TK = 16, 4, 3, 6, 9
@@ -293,13 +294,16 @@ def test_padding_keys_get_no_weight_and_recording():
     x, src, pad = inputs("left")
     _, w = attn(x, src, src, key_padding_mask=pad, need_head_weights=True)
     assert (w.masked_select(pad[None, :, None, :]) == 0).all()
-    rec = attn.last_record
-    for name in ("gmm.alpha", "gmm.beta", "gmm.gate", "gmm.mu", "gmm.sigma", "gmm.omega"):
-        assert name in rec
-    assert rec["gmm.gate"].shape == (B, H, TQ)
-    assert rec["gmm.mu"].shape == (B, H, TQ, 4)
+    rec = attn.last_record.get(GaussianMixtureRecord)
+    assert rec.alpha.shape == rec.beta.shape == (B, H, TQ, TK)
+    torch.testing.assert_close(rec.alpha, attn.last_record.probs_before_post)
+    assert rec.gate.shape == (B, H, TQ)
+    assert rec.mu.shape == rec.sigma.shape == rec.omega.shape == (B, H, TQ, 4)
     J = (~pad).sum(1).float()
-    assert (rec["gmm.mu"] <= J[:, None, None, None]).all()
+    assert (rec.mu <= J[:, None, None, None]).all() and (rec.sigma >= 0.5).all()
+    torch.testing.assert_close(rec.omega.sum(-1), torch.ones(B, H, TQ))
+    gamma = torch.lerp(rec.alpha, rec.beta, rec.gate.unsqueeze(-1))  # eq. 13
+    torch.testing.assert_close(attn.last_record.probs, gamma)
 
 
 def test_heads_option_keeps_other_heads_dot_product():

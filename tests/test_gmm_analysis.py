@@ -7,8 +7,11 @@ import math
 import pytest
 import torch
 
-from localnmt.analysis import alignment, gmm_entropy, gmm_gate, gmm_ngram
+from localnmt.analysis import alignment, gmm_entropy, gmm_gate, gmm_ngram, gmm_sigma
 from localnmt.analysis.gmm_entropy import entropy
+from localnmt.analysis.gmm_record import SentenceRecord
+from localnmt.attention.methods.gmm import GaussianMixtureRecord
+from localnmt.attention.record import AttentionRecord
 
 SMALL = [
     "--encoder-embed-dim", "64", "--decoder-embed-dim", "64",
@@ -47,6 +50,42 @@ def test_gate_and_entropy_commands(gmm_checkpoint, tiny_data, tmp_path, capsys):
         overall = float(row.split("|")[2])
         assert 0.0 <= overall <= math.log(16)  # tiny sentences: at most 15 tokens + EOS
     assert (tmp_path / "entropy.png").stat().st_size > 0
+
+    for name, extra in (("sigma", []), ("sigma_init", ["--init-seed", "3"])):
+        assert gmm_sigma.main([*common, *extra, "--out", str(tmp_path / name)]) == 0
+        rows = (tmp_path / f"{name}.md").read_text().splitlines()
+        assert rows[0].startswith("| σ = 0.5 (approx) | components | floored %")
+        assert [r.split("|")[1].strip() for r in rows[2:6]] == ["all", "L1", "L2", "L3"]
+        for row in rows[2:]:
+            floored, start, end, narrow, weight = (float(x) for x in row.split("|")[3:8])
+            assert 0.0 <= floored <= 100.0 and 0.0 <= weight <= 100.0
+            assert start + end + narrow == pytest.approx(floored, abs=1e-3)
+    assert (tmp_path / "sigma.md").read_text() != (tmp_path / "sigma_init.md").read_text()
+
+
+def test_sigma_floor_counts_components_exactly():
+    """J = 10 (9 tokens + EOS), one head, two target tokens, K = 3, floor 0.5."""
+    mu = torch.tensor([[1.0, 5.0, 9.0], [4.0, 5.0, 6.0]])
+    sigma = torch.tensor([[0.5, 0.5, 0.5], [1.0, 0.5, 2.0]])
+    omega = torch.tensor([[0.2, 0.3, 0.5], [0.25, 0.25, 0.5]])
+    probs = torch.full((1, 2, 10), 0.1)
+    gmm = GaussianMixtureRecord(
+        alpha=probs, beta=probs, gate=torch.zeros(1, 2), mu=mu[None], sigma=sigma[None],
+        omega=omega[None],
+    )  # fmt: skip
+    with_gmm = AttentionRecord(probs=probs)
+    with_gmm.add(gmm)
+    rec = SentenceRecord(
+        0, torch.arange(10), torch.arange(3), {0: AttentionRecord(probs), 1: with_gmm}
+    )
+    table = gmm_sigma.floor_counts([rec], sigma_min=0.5)
+    assert set(table.layers) == {2}  # layer 1 has no gmm
+    count = table.layers[2]
+    assert (count.components, count.floored, count.at_start, count.at_end) == (6, 4, 1, 1)
+    assert count.weight == pytest.approx(1.25) and count.total_weight == pytest.approx(2.0)
+    assert table.buckets["(0,10]"].floored == 4 and table.buckets["[21,∞)"].components == 0
+    row = count.row("L2")
+    assert row[2:] == pytest.approx([400 / 6, 100 / 6, 100 / 6, 200 / 6, 62.5])
 
 
 def test_alignment_command_on_known_alignment(gmm_checkpoint, tiny_data, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from localnmt.attention import AttentionSite, LocalAttention
+from localnmt.attention.methods.localness import LocalnessRecord
 from localnmt.attention.spec import build_modifiers, parse_spec
 
 C, H, T, B = 16, 4, 7, 3
@@ -43,7 +44,7 @@ def padding(lengths: list[int], total: int, left: bool) -> torch.Tensor:
 
 
 def linear(lin: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    return x @ lin.weight.t() + lin.bias
+    return x @ lin.weight.t() + (0.0 if lin.bias is None else lin.bias)
 
 
 def plain_localness(att, x, mem=None, *, window, causal=False, center="length_minus_one"):
@@ -106,9 +107,25 @@ def test_encoder_matches_plain_equations(window, left, need_weights):
             ref, p_ref, d_ref = plain_localness(att, x[real, b], window=window)
             torch.testing.assert_close(out[real, b], ref, atol=2e-5, rtol=1e-4)
             if need_weights:
-                rec = att.last_record
-                torch.testing.assert_close(rec["P"][b][:, real].t(), p_ref, atol=1e-5, rtol=1e-5)
-                torch.testing.assert_close(rec["D"][b][:, real].t(), d_ref, atol=1e-5, rtol=1e-5)
+                rec = att.last_record.get(LocalnessRecord)
+                p, d = rec.center[b][:, real].t(), rec.window[b][:, real].t()
+                torch.testing.assert_close(p, p_ref, atol=1e-5, rtol=1e-5)
+                torch.testing.assert_close(d, d_ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("window", ["layer", "query"])
+def test_bias_false_is_the_printed_equations(window):
+    """``bias=false``: W_p, U_p, W_d, U_d without bias terms (eqs. 7-9 as printed)."""
+    att = make_attention("encoder_self", f"localness[window={window},bias=false]")
+    with_bias = make_attention("encoder_self", f"localness[window={window}]")
+    names = {n for n, _ in att.modifiers[0].named_parameters()}
+    biased = {n for n, _ in with_bias.modifiers[0].named_parameters()}
+    assert names == {n for n in biased if not n.endswith(".bias")} and names != biased
+    x = torch.randn(5, 1, C)
+    with torch.no_grad():
+        out, _ = att(x, x, x, need_weights=False)
+        ref, _, _ = plain_localness(att, x[:, 0], window=window)
+    torch.testing.assert_close(out[:, 0], ref, atol=2e-5, rtol=1e-4)
 
 
 def test_center_length_option():

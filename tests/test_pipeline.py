@@ -327,14 +327,43 @@ def test_half_precision_no_nan(dtype, spec):
         assert torch.isfinite(out.float()).all()
 
 
-def test_recording_keeps_intermediates():
-    ours = _site_attention("_probe_bias")
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_recording_keeps_typed_intermediates(side):
+    ours = _site_attention("_probe_bias + _probe_post")
     ours.recording = True
-    x, _, pad, _ = inputs("encoder_self", "right")
+    x, _, pad, _ = inputs("encoder_self", side)
     ours(x, x, x, key_padding_mask=pad, need_weights=False)
     rec = ours.last_record
-    assert set(rec) >= {"logits", "probs"}
-    assert rec["probs"].shape == (B, H, x.size(0), x.size(0))
+    T = x.size(0)
+    assert rec.logits.shape == rec.probs_before_post.shape == rec.probs.shape == (B, H, T, T)
+    assert not rec.logits.requires_grad and rec.methods == []
+    _, p_ref = _reference(ours, x, pad, bias_fn=lambda pos: -_rel(pos).abs() * 0.5)
+    with torch.no_grad():
+        real = ~pad[:, None, :, None].expand(B, H, T, T)  # real queries
+        torch.testing.assert_close(rec.probs_before_post[real], p_ref[real], atol=1e-6, rtol=0)
+        torch.testing.assert_close(rec.probs, rec.probs_before_post * 0.5)  # the post stage
+        torch.testing.assert_close(torch.softmax(rec.logits, -1), rec.probs_before_post)
+
+
+def test_without_post_stage_both_probabilities_are_one_tensor():
+    ours = _site_attention("_probe_bias")
+    ours.recording = True
+    x, _, pad, _ = inputs("encoder_self", "left")
+    ours(x, x, x, key_padding_mask=pad, need_weights=False)
+    assert ours.last_record.probs is ours.last_record.probs_before_post
+
+
+def test_recording_off_builds_no_record(monkeypatch):
+    from localnmt.attention import pipeline
+
+    def no_record():
+        raise AssertionError("a record was built while not recording")
+
+    monkeypatch.setattr(pipeline, "AttentionRecord", no_record)
+    ours = _site_attention("_probe_bias + _probe_post")
+    x, _, pad, _ = inputs("encoder_self", "left")
+    ours(x, x, x, key_padding_mask=pad, need_weights=True)
+    assert ours.last_record is None
 
 
 def test_forced_kernel_declining_raises():

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from localnmt.attention import AttentionSite, LocalAttention
+from localnmt.attention.methods.localness import LocalnessRecord
 from localnmt.attention.spec import build_modifiers, parse_spec
 
 C, H, T, B = 16, 4, 9, 3
@@ -92,7 +93,8 @@ def test_combined_with_localness():
         out, _ = att(x, x, x)
         rec = att.last_record
         j = torch.arange(6.0)
-        p, d = rec["P"][0], rec["D"][0]  # (H, T)
+        scope = rec.get(LocalnessRecord)
+        p, d = scope.center[0], scope.window[0]  # (H, T)
         g = -((j[None, None, :] - p[:, :, None]) ** 2) / (2 * (d[:, :, None] / 2) ** 2)
         ref = plain_rel_pos(att, x[:, 0], 3, localness=g)
     torch.testing.assert_close(out[:, 0], ref, atol=2e-5, rtol=1e-4)

@@ -61,7 +61,7 @@ def test_tied_heads_share_storage_and_gradients():
     x = torch.randn(T, B, E)
     attn.recording = True
     _, w = attn(x, x, x, need_head_weights=True)
-    logits = attn.last_record["logits"]
+    logits = attn.last_record.logits
     torch.testing.assert_close(logits[:, 0], logits[:, 3])  # one map α_g for heads 1-4
     torch.testing.assert_close(logits[:, 4], logits[:, 7])
     # two heads of one group each send gradient into the same rows of the one stored Wq

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from torch import Tensor
 
+from localnmt.attention.record import AttentionRecord
+
 Link = tuple[int, int]  # (source word, target word), 0-based
 
 
@@ -101,11 +103,11 @@ def score(hyps: Iterable[set[Link]], golds: Iterable[GoldAlignment]) -> Alignmen
     )
 
 
-def layer_attention(layers: dict[int, dict[str, Tensor]], layer: int) -> Tensor:
+def layer_attention(layers: dict[int, AttentionRecord], layer: int) -> Tensor:
     """Head-averaged attention ``(T_tgt, J)`` of decoder layer ``layer`` (negative: from the
     top, −2 = penultimate)."""
     order = sorted(layers)
-    return layers[order[layer]]["probs"].float().mean(dim=0)
+    return layers[order[layer]].probs.float().mean(dim=0)
 
 
 def plot(attention: Tensor, path: Path) -> None:

@@ -13,7 +13,7 @@ Writes ``PREFIX.md`` and ``PREFIX.png``.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from torch import Tensor
@@ -24,9 +24,25 @@ from localnmt.analysis.gmm_record import (
     records_from_args,
     write_markdown,
 )
+from localnmt.attention.methods.gmm import GaussianMixtureRecord
+from localnmt.attention.record import AttentionRecord
 from localnmt.evaluation.breakdown import bucket_bounds
 
-KINDS = {"GMA": "gmm.beta", "DP": "gmm.alpha", "Total": "probs"}
+
+def _gmm_field(name: str) -> Callable[[AttentionRecord], Tensor | None]:
+    def read(record: AttentionRecord) -> Tensor | None:
+        gmm = record.get(GaussianMixtureRecord)
+        return None if gmm is None else getattr(gmm, name)
+
+    return read
+
+
+#: Table rows and the recorded distribution each reads (None: not in this layer).
+KINDS: dict[str, Callable[[AttentionRecord], Tensor | None]] = {
+    "GMA": _gmm_field("beta"),
+    "DP": _gmm_field("alpha"),
+    "Total": lambda record: record.probs,
+}
 
 
 def entropy(dist: Tensor, eps: float = 1e-12) -> Tensor:
@@ -51,14 +67,15 @@ class EntropyTable:
         return self.buckets[0][2]  # length 0: the shortest bucket
 
     def add(self, rec: SentenceRecord) -> None:
-        has_gmm = any("gmm.beta" in t for t in rec.layers.values())
-        for tensors in rec.layers.values():
-            if has_gmm and "gmm.beta" not in tensors:
+        has_gmm = any(r.get(GaussianMixtureRecord) for r in rec.layers.values())
+        for record in rec.layers.values():
+            if has_gmm and record.get(GaussianMixtureRecord) is None:
                 continue
-            for kind, name in KINDS.items():
-                if name not in tensors:
+            for kind, read in KINDS.items():
+                dist = read(record)
+                if dist is None:
                     continue
-                values = entropy(tensors[name]).flatten()
+                values = entropy(dist).flatten()
                 for label in ("All", self.bucket(rec.source_length)):
                     key = (kind, label)
                     self.sums[key] = self.sums.get(key, 0.0) + values.sum().item()

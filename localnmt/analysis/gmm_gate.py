@@ -22,6 +22,7 @@ from localnmt.analysis.gmm_record import (
     records_from_args,
     write_markdown,
 )
+from localnmt.attention.methods.gmm import GaussianMixtureRecord
 
 BINS = 10
 
@@ -30,9 +31,10 @@ def gate_values(records: Iterable[SentenceRecord]) -> dict[int, Tensor]:
     """All gate values per decoder layer (1-based), flattened over heads and target tokens."""
     values: dict[int, list[Tensor]] = {}
     for rec in records:
-        for layer, tensors in rec.layers.items():
-            if "gmm.gate" in tensors:
-                values.setdefault(layer + 1, []).append(tensors["gmm.gate"].flatten())
+        for layer, record in rec.layers.items():
+            gmm = record.get(GaussianMixtureRecord)
+            if gmm is not None:
+                values.setdefault(layer + 1, []).append(gmm.gate.flatten())
     return {layer: torch.cat(v) for layer, v in sorted(values.items())}
 
 

@@ -1,9 +1,10 @@
 """Force-decode references through a trained model and keep each cross-attention's record.
 
-Shared by the Zhang & Feng (2021) analyses (gate, entropy, alignment). Every cross-attention
-:class:`~localnmt.attention.pipeline.LocalAttention` runs with ``recording = True``; its
-``last_record`` holds ``probs`` (the attention used, γ) and, with the ``gmm`` modifier,
-``gmm.alpha`` / ``gmm.beta`` / ``gmm.gate`` / ``gmm.mu`` / ``gmm.sigma`` / ``gmm.omega``.
+Shared by the Zhang & Feng (2021) analyses (gate, entropy, alignment, σ floor). Every
+cross-attention :class:`~localnmt.attention.pipeline.LocalAttention` runs with
+``recording = True``; its ``last_record`` (an :class:`~localnmt.attention.record.AttentionRecord`)
+holds ``probs`` (the attention used, γ) and, with the ``gmm`` modifier, a
+:class:`~localnmt.attention.methods.gmm.GaussianMixtureRecord` (α, β, gate, μ, σ, ω).
 """
 
 from __future__ import annotations
@@ -17,18 +18,19 @@ import torch
 from torch import Tensor, nn
 
 from localnmt.attention.pipeline import LocalAttention
+from localnmt.attention.record import AttentionRecord
 
 
 @dataclass
 class SentenceRecord:
-    """One sentence pair: source/target token ids (with EOS) and, per decoder layer, the
-    recorded tensors trimmed to real tokens: ``(H, T_tgt, J)`` for distributions,
-    ``(H, T_tgt)`` for the gate, ``(H, T_tgt, K)`` for μ / σ / ω."""
+    """One sentence pair: source/target token ids (with EOS) and, per decoder layer (0-based),
+    its cross-attention record cut to the sentence's real tokens: ``(H, T_tgt, J)`` for
+    distributions, ``(H, T_tgt)`` for the gate, ``(H, T_tgt, K)`` for μ / σ / ω."""
 
     index: int
     source: Tensor
     target: Tensor
-    layers: dict[int, dict[str, Tensor]]
+    layers: dict[int, AttentionRecord]
 
     @property
     def source_length(self) -> int:
@@ -93,17 +95,6 @@ def load_pairs(
     return pairs[:limit] if limit is not None else pairs
 
 
-#: Recorded names that are distributions over the source, ``(B, H, Tq, Tk)``.
-DISTRIBUTIONS = ("probs", "logits", "gmm.alpha", "gmm.beta")
-
-
-def _trim(name: str, value: Tensor, b: int, tgt_len: int, real: Tensor) -> Tensor:
-    item = value[b]
-    if name in DISTRIBUTIONS:
-        return item[:, :tgt_len][:, :, real]
-    return item[:, :tgt_len] if item.dim() >= 2 else item
-
-
 @torch.no_grad()
 def force_decode(
     model: nn.Module,
@@ -131,12 +122,13 @@ def force_decode(
                 prev[b, 1 : t.numel()] = t[:-1]
             lengths = torch.tensor([s.numel() for s, _ in batch])
             model(src, lengths, prev)
-            records = [dict(a.last_record or {}) for a in attentions]
+            records = [a.last_record for a in attentions]
             for b, (s, t) in enumerate(batch):
                 real = src[b] != pad
                 layers = {
-                    a.site.layer: {k: _trim(k, v, b, t.numel(), real) for k, v in rec.items()}
+                    a.site.layer: rec.select(b, slice(0, t.numel()), real)
                     for a, rec in zip(attentions, records)
+                    if rec is not None
                 }
                 yield SentenceRecord(start + b, s, t, layers)
     finally:

@@ -49,7 +49,7 @@ def encoder_attention(model: Any, tokens: Tensor) -> list[Tensor]:
     try:
         with torch.no_grad():
             model.encoder(tokens[None], torch.tensor([tokens.numel()]))
-        return [layer.self_attn.last_record["probs"][0].float() for layer in layers]
+        return [layer.self_attn.last_record.probs[0].float() for layer in layers]
     finally:
         for layer in layers:
             layer.self_attn.recording = False

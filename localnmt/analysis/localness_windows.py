@@ -55,6 +55,8 @@ def _real_queries(sample: dict, kind: str, pad: int) -> torch.Tensor:
 
 def collect(model: torch.nn.Module, batches, pad: int) -> dict[str, dict[str, np.ndarray]]:
     """Run ``model`` on each batch and gather P, D per real token, keyed ``<site>.layer<N>``."""
+    from localnmt.attention.methods.localness import LocalnessRecord
+
     modules = localness_modules(model)
     if not modules:
         raise SystemExit("this model has no localness layer: nothing to analyse")
@@ -70,8 +72,9 @@ def collect(model: torch.nn.Module, batches, pad: int) -> dict[str, dict[str, np
                 net = sample["net_input"]
                 model(net["src_tokens"], net["src_lengths"], net["prev_output_tokens"])
                 for module in modules:
-                    rec = module.last_record or {}
-                    if "P" not in rec:
+                    rec = module.last_record
+                    scope = None if rec is None else rec.get(LocalnessRecord)
+                    if scope is None:
                         continue
                     key = f"{module.site.kind}.layer{module.site.layer + 1}"
                     real = _real_queries(sample, module.site.kind, pad)  # (B, Tq)
@@ -84,8 +87,8 @@ def collect(model: torch.nn.Module, batches, pad: int) -> dict[str, dict[str, np
                         length = src_real.sum(1, keepdim=True).expand_as(real)
                     ids = sample["id"][:, None].expand_as(real)
                     sel = real.nonzero(as_tuple=True)
-                    parts[key]["P"].append(rec["P"].permute(0, 2, 1)[sel].float().numpy())
-                    parts[key]["D"].append(rec["D"].permute(0, 2, 1)[sel].float().numpy())
+                    parts[key]["P"].append(scope.center.permute(0, 2, 1)[sel].float().numpy())
+                    parts[key]["D"].append(scope.window.permute(0, 2, 1)[sel].float().numpy())
                     parts[key]["length"].append(length[sel].numpy())
                     parts[key]["position"].append(pos[sel].numpy())
                     parts[key]["sentence"].append(ids[sel].numpy())

@@ -2,7 +2,8 @@
 
 Every tensor here is in the pipeline's layout: ``(batch, heads, time, dim)`` for q/k/v and
 ``(batch, heads, query_time, key_time)`` for logits. Positions count from the first real
-token of each sentence, whatever the padding side (DESIGN.md, "Padding side").
+token of each sentence, whatever the padding side (docs/design.md, "Padding side and
+positions").
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from localnmt.attention.record import AttentionRecord
+
 #: Finite fill for disallowed logits: large enough that ``exp`` underflows to exactly 0 in
-#: float32, finite so that a row with no allowed key gives a uniform row instead of NaN.
+#: float32, finite so that a row with no allowed key gives no NaN (the pipeline then zeroes
+#: that row: docs/design.md, "Numerics").
 MASK_VALUE = -1e30
 
 SITES = ("encoder_self", "decoder_self", "cross")
@@ -110,7 +114,8 @@ class AttentionContext:
         state: the incremental buffer of this module (or None): modifiers keep per-hypothesis
             tensors here under their own keys, batch first; the pipeline reorders them in beam
             search.
-        record: when not None, modifiers add their intermediate values here (analyses).
+        record: when not None (the module is recording), modifiers add their own typed
+            values here with :meth:`keep` (analyses; see :mod:`localnmt.attention.record`).
     """
 
     site: AttentionSite
@@ -123,7 +128,7 @@ class AttentionContext:
     #: modifiers never read positions (the baseline) pay nothing for them
     positions_fn: Callable[[], tuple[Tensor, Tensor, Tensor]] | None = None
     state: dict[str, Any] | None = None
-    record: dict[str, Tensor] | None = None
+    record: AttentionRecord | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     _positions: list[Tensor] | None = field(default=None, repr=False)
 
@@ -169,10 +174,16 @@ class AttentionContext:
     def incremental(self) -> bool:
         return self.state is not None
 
-    def log(self, name: str, value: Tensor) -> None:
-        """Keep ``value`` for analyses when this call is recorded (a no-op otherwise)."""
+    @property
+    def recording(self) -> bool:
+        """Whether this call keeps a record (build a method record only then)."""
+        return self.record is not None
+
+    def keep(self, values: Any) -> None:
+        """Add a modifier's typed values (a dataclass of tensors) to the record of this call;
+        a no-op when the call is not recorded."""
         if self.record is not None:
-            self.record[name] = value.detach()
+            self.record.add(values)
 
 
 def key_positions_from_padding(

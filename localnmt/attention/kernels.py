@@ -5,7 +5,8 @@ needs the probabilities (weights, post-softmax modifiers, analyses) it runs
 :func:`dense_attention`, the reference. Otherwise :func:`fast_attention` tries the registered
 kernels in priority order and takes the first that accepts the problem; fused SDPA with a
 materialised mask is the last resort before the reference. Every kernel must give the same
-numbers as the reference (tests/test_kernels*.py).
+numbers as the reference (docs/design.md, "Kernels": the kernels, what each declines, and the
+tests that compare them with the reference).
 """
 
 from __future__ import annotations

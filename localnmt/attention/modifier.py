@@ -10,7 +10,9 @@ Stages, in the order :class:`~localnmt.attention.pipeline.LocalAttention` runs t
 
 A modifier implements only the stages it needs; the pipeline asks ``uses(stage)``. The
 ``heads`` option (1-based, from the spec) limits a modifier to some heads: the pipeline leaves
-the other heads untouched. Options are declared as a dataclass and parsed from spec strings.
+the other heads untouched. Options are declared as a dataclass and parsed from spec strings;
+the ``validate`` / ``validate_heads`` classmethods check them against a site before any module
+is built (a model checks every layer first, then builds).
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ class AttentionModifier(nn.Module):
                 f"method '{cls.name}' does not apply to {site.kind} attention "
                 f"(valid: {', '.join(cls.sites)})"
             )
+
+    @classmethod
+    def validate_heads(cls, options: Any, site: AttentionSite, heads: list[int] | None) -> None:
+        """Raise :class:`SpecError` when the ``heads=`` selection (0-based, None = all; its
+        range is already checked) does not fit the options."""
 
     def setup(self, attention: nn.Module) -> None:
         """Called once by the attention module after construction (e.g. to replace projections)."""

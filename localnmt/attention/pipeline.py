@@ -1,4 +1,4 @@
-"""The one attention module of localnmt (DESIGN.md, "One pipeline, many small modifiers").
+"""The one attention module of localnmt (docs/design.md, "The pipeline").
 
 ``LocalAttention`` has fairseq's ``MultiheadAttention`` parameters (same names and shapes) and
 runs::
@@ -12,7 +12,8 @@ runs::
     out = out_proj(p·v + value_term)
 
 With no modifier it gives the numbers of fairseq's ``MultiheadAttention``. It owns its forward:
-fairseq's fused fast path would skip every modifier.
+fairseq's fused fast path would skip every modifier. With ``recording = True`` each forward
+leaves an :class:`~localnmt.attention.record.AttentionRecord` in ``last_record``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from localnmt.attention.context import (
 )
 from localnmt.attention.kernels import AttentionProblem, dense_attention, fast_attention
 from localnmt.attention.modifier import AttentionModifier, apply_head_selection
+from localnmt.attention.record import AttentionRecord
 
 IncrementalState = dict[str, dict[str, Tensor | None]]
 
@@ -82,7 +84,7 @@ class LocalAttention(MultiheadAttention):
             modifier.setup(self)
         #: When True, each forward keeps a record of its intermediates in ``last_record``.
         self.recording = False
-        self.last_record: dict[str, Tensor] | None = None
+        self.last_record: AttentionRecord | None = None
 
     # ---- helpers --------------------------------------------------------------------------
     def _uses(self, stage: str) -> list[AttentionModifier]:
@@ -192,9 +194,11 @@ class LocalAttention(MultiheadAttention):
                 term = modifier.value_term(ctx, self.dropout_module(probs.type_as(ctx.v)))
                 if term is not None:
                     out = out + apply_head_selection(modifier, term, 0.0)
-            if self.recording:
-                ctx.log("logits", logits)
-                ctx.log("probs", probs)
+            if ctx.record is not None:
+                ctx.record.logits = logits.detach()
+                ctx.record.probs = probs.detach()
+                if ctx.record.probs_before_post is None:  # no post stage: the same tensor
+                    ctx.record.probs_before_post = ctx.record.probs
         else:
             out = fast_attention(problem)
         if self.recording:
@@ -298,7 +302,7 @@ class LocalAttention(MultiheadAttention):
             key_padding_mask=key_padding_mask,
             positions_fn=positions,
             state=saved_state,
-            record={} if self.recording else None,
+            record=AttentionRecord() if self.recording else None,
         )
 
     def _problem(
@@ -384,6 +388,8 @@ class LocalAttention(MultiheadAttention):
 
     @staticmethod
     def _post(ctx: AttentionContext, probs: Tensor, modifiers: list[AttentionModifier]) -> Tensor:
+        if ctx.record is not None:
+            ctx.record.probs_before_post = probs.detach()
         for modifier in modifiers:
             probs = apply_head_selection(modifier, modifier.post(ctx, probs), probs)
         return probs

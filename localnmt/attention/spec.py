@@ -9,12 +9,19 @@ Grammar (one string per attention site, see ``--encoder-attn-modifiers``)::
     heads   := 'all' | range (';' range)*      (1-based, inclusive)
 
 Example: ``localness[layers=1-3,window=query] + rel_pos[clip=16]``.
+
+A model parses each site's string once (:func:`parse_spec`: syntax, method names, option
+names and values), checks the result against its sizes (:func:`check_spec`) and every layer's
+site (:func:`validate_specs`: the methods' ``validate`` classmethods, no module built), then
+builds each layer's modifiers from the same parsed specs (:func:`build_modifiers`).
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.modifier import (
@@ -29,7 +36,11 @@ _ITEM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[(.*)\])?\s*$", re.S)
 
 @dataclass
 class ModifierSpec:
-    """One parsed item of a spec string."""
+    """One parsed item of a spec string.
+
+    ``options`` keeps the option strings as written; ``values`` is the method's ``Options``
+    dataclass built from them (types and choices checked) when the item was parsed.
+    """
 
     method: str
     layers: list[int] | None = None  # 0-based; None = every layer
@@ -37,6 +48,15 @@ class ModifierSpec:
     options: dict[str, str] = field(default_factory=dict)
     layers_text: str = "all"
     heads_text: str = "all"
+    values: Any = None
+
+    @property
+    def modifier(self) -> type[AttentionModifier]:
+        return get_modifier(self.method)
+
+    def applies_to(self, layer: int) -> bool:
+        """Whether this item configures 0-based ``layer``."""
+        return self.layers is None or layer in self.layers
 
 
 def parse_ranges(text: str, what: str) -> list[int] | None:
@@ -88,7 +108,7 @@ def parse_spec(text: str | None) -> list[ModifierSpec]:
                 spec.heads, spec.heads_text = parse_ranges(value, "heads"), value
             else:
                 spec.options[key] = value
-        build_options(cls, spec.options)  # fail early on unknown keys and bad values
+        spec.values = build_options(cls, spec.options)  # unknown keys and bad values fail here
         specs.append(spec)
     return specs
 
@@ -108,14 +128,23 @@ def check_spec(specs: list[ModifierSpec], kind: str, num_layers: int, num_heads:
             )
 
 
-def build_modifiers(specs: list[ModifierSpec], site: AttentionSite) -> list[AttentionModifier]:
-    """The modifiers that apply at ``site`` (its layer), in spec order."""
-    modifiers = []
+def validate_specs(specs: list[ModifierSpec], site: AttentionSite) -> None:
+    """Check the items that apply at ``site`` (its layer) against that site: the methods'
+    ``validate`` and ``validate_heads`` classmethods, on the parsed options. No module (and no
+    parameter) is built."""
     for spec in specs:
-        if spec.layers is not None and site.layer not in spec.layers:
-            continue
-        cls = get_modifier(spec.method)
-        options = build_options(cls, spec.options)
-        cls.validate(options, site)
-        modifiers.append(cls(options, site, heads=spec.heads))
-    return modifiers
+        if spec.applies_to(site.layer):
+            cls = spec.modifier
+            cls.validate(spec.values, site)
+            cls.validate_heads(spec.values, site, spec.heads)
+
+
+def build_modifiers(specs: list[ModifierSpec], site: AttentionSite) -> list[AttentionModifier]:
+    """The modifiers that apply at ``site`` (its layer), in spec order, from parsed specs
+    (validated first; each module gets its own copy of the options)."""
+    validate_specs(specs, site)
+    return [
+        spec.modifier(copy.copy(spec.values), site, heads=spec.heads)
+        for spec in specs
+        if spec.applies_to(site.layer)
+    ]

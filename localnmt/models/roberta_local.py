@@ -36,9 +36,15 @@ from fairseq.models.transformer import TransformerConfig
 from fairseq.utils import safe_hasattr
 
 from localnmt.attention.modifier import SpecError, modifier_names
-from localnmt.attention.spec import build_modifiers, check_spec
+from localnmt.attention.spec import parse_spec
 from localnmt.models import extensions
-from localnmt.models.transformer import LocalTransformerEncoder, _site, _spec_type, site_specs
+from localnmt.models.transformer import (
+    LocalTransformerEncoder,
+    SiteSpecs,
+    _spec_type,
+    building_with,
+    check_site_specs,
+)
 
 MODEL = "localnmt_roberta"
 
@@ -54,12 +60,12 @@ class LocalRobertaEncoder(RobertaEncoder):
         return encoder
 
 
-def check_encoder_spec(args: Any) -> None:
-    """The encoder spec against the layer and head counts (decoder flags do not apply)."""
-    specs = site_specs(args, "encoder_self")
-    check_spec(specs, "encoder_self", args.encoder_layers, args.encoder_attention_heads)
-    for layer in range(args.encoder_layers):
-        build_modifiers(specs, _site(args, "encoder_self", layer))
+def check_encoder_spec(args: Any) -> SiteSpecs:
+    """The encoder spec, parsed once, against the layer and head counts and every layer's
+    site (decoder flags do not apply); returns it for the build."""
+    specs = parse_spec(getattr(args, "encoder_attn_modifiers", None))
+    check_site_specs(args, "encoder_self", specs)
+    return {"encoder_self": specs}
 
 
 @register_model(MODEL)
@@ -87,11 +93,12 @@ class LocalRobertaModel(RobertaModel):
             args.max_positions = args.tokens_per_sample
         args.encoder_attn_modifiers = getattr(args, "encoder_attn_modifiers", None)
         try:
-            check_encoder_spec(args)
+            specs = check_encoder_spec(args)
         except SpecError as err:
             print(f"fairseq: error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
-        model = cls(args, LocalRobertaEncoder(args, task.source_dictionary))
+        with building_with(specs):
+            model = cls(args, LocalRobertaEncoder(args, task.source_dictionary))
         extensions.run_build_hooks(model, args)
         return model
 

@@ -13,8 +13,11 @@ With no spec the model is fairseq's ``transformer`` (same parameter names, same 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import sys
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from fairseq.distributed import fsdp_wrap
@@ -32,7 +35,13 @@ from fairseq.modules.transformer_layer import (
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.modifier import SpecError, modifier_names
 from localnmt.attention.pipeline import LocalAttention
-from localnmt.attention.spec import ModifierSpec, build_modifiers, check_spec, parse_spec
+from localnmt.attention.spec import (
+    ModifierSpec,
+    build_modifiers,
+    check_spec,
+    parse_spec,
+    validate_specs,
+)
 from localnmt.models import extensions
 
 SPEC_FLAGS = {
@@ -51,8 +60,31 @@ def _spec_type(text: str) -> str:
     return text
 
 
+#: Parsed specs per site, in ``{kind: [ModifierSpec]}``.
+SiteSpecs = dict[str, list[ModifierSpec]]
+
+#: The specs of the model being built (set by ``build_model`` around fairseq's build, read by
+#: ``build_encoder`` / ``build_decoder``): each site's string is parsed once per model.
+_BUILD_SPECS: ContextVar[SiteSpecs | None] = ContextVar("localnmt_build_specs", default=None)
+
+
 def site_specs(cfg: Any, kind: str) -> list[ModifierSpec]:
+    """The parsed spec of one site: the model build's own when one is running, else parsed
+    from ``cfg``'s flag."""
+    building = _BUILD_SPECS.get()
+    if building is not None and kind in building:
+        return building[kind]
     return parse_spec(getattr(cfg, SPEC_FLAGS[kind], None))
+
+
+@contextlib.contextmanager
+def building_with(specs: SiteSpecs) -> Iterator[None]:
+    """Make ``specs`` the parsed specs of the model built inside the block."""
+    token = _BUILD_SPECS.set(specs)
+    try:
+        yield
+    finally:
+        _BUILD_SPECS.reset(token)
 
 
 def _size(cfg: Any, side: str, name: str) -> int:
@@ -63,20 +95,25 @@ def _size(cfg: Any, side: str, name: str) -> int:
     return int(getattr(cfg, f"{side}_{name}"))
 
 
-def check_model_specs(cfg: Any) -> None:
-    """All three specs against the model's layer and head counts."""
-    enc = tuple(_size(cfg, "encoder", n) for n in ("layers", "attention_heads", "embed_dim"))
-    dec = tuple(_size(cfg, "decoder", n) for n in ("layers", "attention_heads", "embed_dim"))
-    sizes = {"encoder_self": enc, "decoder_self": dec, "cross": dec}
-    for kind, (layers, heads, dim) in sizes.items():
-        if dim % heads:
-            raise SpecError(
-                f"{kind} attention: embedding dim {dim} is not divisible by {heads} heads"
-            )
-        check_spec(site_specs(cfg, kind), kind, layers, heads)
-        for layer in range(layers):
-            site = _site(cfg, kind, layer)
-            build_modifiers(site_specs(cfg, kind), site)  # validates options at this site
+def check_site_specs(cfg: Any, kind: str, specs: list[ModifierSpec]) -> None:
+    """One site's parsed spec against the model's sizes and every layer's site (no module
+    is built)."""
+    side = "encoder" if kind == "encoder_self" else "decoder"
+    layers, heads, dim = (_size(cfg, side, n) for n in ("layers", "attention_heads", "embed_dim"))
+    if dim % heads:
+        raise SpecError(f"{kind} attention: embedding dim {dim} is not divisible by {heads} heads")
+    check_spec(specs, kind, layers, heads)
+    for layer in range(layers):
+        validate_specs(specs, _site(cfg, kind, layer))
+
+
+def check_model_specs(cfg: Any) -> SiteSpecs:
+    """All three specs, each parsed once, checked against the model's layer and head counts
+    and every layer's site; returns them for the build."""
+    specs = {kind: parse_spec(getattr(cfg, flag, None)) for kind, flag in SPEC_FLAGS.items()}
+    for kind, parsed in specs.items():
+        check_site_specs(cfg, kind, parsed)
+    return specs
 
 
 def _site(cfg: Any, kind: str, layer: int) -> AttentionSite:
@@ -101,15 +138,18 @@ def _wrap(layer: Any, cfg: Any, side: str, index: int) -> Any:
     return fsdp_wrap(layer, min_num_params=min_params)
 
 
-def _pipeline_attention(layer: Any, cfg: Any, kind: str, embed_dim: int, **kwargs: Any) -> Any:
-    """The LocalAttention of ``layer`` at ``kind``, with the modifiers its spec gives it."""
+def _pipeline_attention(
+    layer: Any, cfg: Any, kind: str, specs: list[ModifierSpec], embed_dim: int, **kwargs: Any
+) -> Any:
+    """The LocalAttention of ``layer`` at ``kind``, with the modifiers its parsed spec gives
+    it."""
     site = _site(cfg, kind, layer.layer_index)
     heads = cfg.encoder.attention_heads if kind == "encoder_self" else cfg.decoder.attention_heads
     return LocalAttention(
         embed_dim,
         heads,
         site=site,
-        modifiers=build_modifiers(site_specs(cfg, kind), site),
+        modifiers=build_modifiers(specs, site),
         dropout=cfg.attention_dropout,
         q_noise=layer.quant_noise,
         qn_block_size=layer.quant_noise_block_size,
@@ -120,19 +160,23 @@ def _pipeline_attention(layer: Any, cfg: Any, kind: str, embed_dim: int, **kwarg
 class LocalEncoderLayer(TransformerEncoderLayerBase):
     """fairseq's encoder layer with a pipeline self-attention."""
 
-    def __init__(self, cfg: Any, layer_index: int, return_fc: bool = False):
+    def __init__(self, cfg: Any, layer_index: int, specs: SiteSpecs, return_fc: bool = False):
         self.layer_index = layer_index
+        self._specs = specs
         super().__init__(cfg, return_fc=return_fc)
 
     def build_self_attention(self, embed_dim: int, cfg: Any) -> LocalAttention:
-        return _pipeline_attention(self, cfg, "encoder_self", embed_dim, self_attention=True)
+        return _pipeline_attention(
+            self, cfg, "encoder_self", self._specs["encoder_self"], embed_dim, self_attention=True
+        )
 
 
 class LocalDecoderLayer(TransformerDecoderLayerBase):
     """fairseq's decoder layer with pipeline self- and cross-attention."""
 
-    def __init__(self, cfg: Any, layer_index: int, no_encoder_attn: bool = False):
+    def __init__(self, cfg: Any, layer_index: int, specs: SiteSpecs, no_encoder_attn: bool = False):
         self.layer_index = layer_index
+        self._specs = specs
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
 
     def build_self_attention(
@@ -142,6 +186,7 @@ class LocalDecoderLayer(TransformerDecoderLayerBase):
             self,
             cfg,
             "decoder_self",
+            self._specs["decoder_self"],
             embed_dim,
             add_bias_kv=add_bias_kv,
             add_zero_attn=add_zero_attn,
@@ -153,6 +198,7 @@ class LocalDecoderLayer(TransformerDecoderLayerBase):
             self,
             cfg,
             "cross",
+            self._specs["cross"],
             embed_dim,
             kdim=cfg.encoder.embed_dim,
             vdim=cfg.encoder.embed_dim,
@@ -161,24 +207,32 @@ class LocalDecoderLayer(TransformerDecoderLayerBase):
 
 
 class LocalTransformerEncoder(TransformerEncoderBase):
+    """fairseq's encoder built from :class:`LocalEncoderLayer`; the encoder spec is parsed
+    once here (or taken from the running model build) and shared by every layer."""
+
     def __init__(self, cfg: Any, dictionary: Any, embed_tokens: Any, return_fc: bool = False):
         self._layer_counter = itertools.count()
+        self._specs = {"encoder_self": site_specs(cfg, "encoder_self")}
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
 
     def build_encoder_layer(self, cfg: Any) -> Any:
         index = next(self._layer_counter)
-        layer = LocalEncoderLayer(cfg, index, return_fc=self.return_fc)
+        layer = LocalEncoderLayer(cfg, index, self._specs, return_fc=self.return_fc)
         return _wrap(layer, cfg, "encoder", index)
 
 
 class LocalTransformerDecoder(TransformerDecoderBase):
+    """fairseq's decoder built from :class:`LocalDecoderLayer`; both decoder specs are parsed
+    once here (or taken from the running model build) and shared by every layer."""
+
     def __init__(self, cfg: Any, dictionary: Any, embed_tokens: Any, **kwargs: Any):
         self._layer_counter = itertools.count()
+        self._specs = {kind: site_specs(cfg, kind) for kind in ("decoder_self", "cross")}
         super().__init__(cfg, dictionary, embed_tokens, **kwargs)
 
     def build_decoder_layer(self, cfg: Any, no_encoder_attn: bool = False) -> Any:
         index = next(self._layer_counter)
-        layer = LocalDecoderLayer(cfg, index, no_encoder_attn=no_encoder_attn)
+        layer = LocalDecoderLayer(cfg, index, self._specs, no_encoder_attn=no_encoder_attn)
         return _wrap(layer, cfg, "decoder", index)
 
 
@@ -207,12 +261,12 @@ class LocalTransformerModel(TransformerModel):
             if not hasattr(args, dest):
                 setattr(args, dest, None)
         try:
-            check_model_specs(args)
+            specs = check_model_specs(args)
         except SpecError as err:
-            prog = "fairseq"
-            print(f"{prog}: error: {err}", file=sys.stderr)
+            print(f"fairseq: error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
-        model = super().build_model(args, task)
+        with building_with(specs):
+            model = super().build_model(args, task)
         extensions.run_build_hooks(model, args)
         return model
 

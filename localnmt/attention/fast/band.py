@@ -10,7 +10,7 @@ Handles: bands (ints or per-head tensors; several intersect), key padding (left 
 within a sentence, real-token positions differ by the same amount as indices), the causal
 triangle, dropout, and stacked key groups from a ``transform`` (2D-CSAN: ``G`` groups of ``Tk``
 keys sharing positions; every group gets the same band). Declines dense masks, biases, and
-problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as fast: DESIGN.md, bench/).
+problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as fast: docs/design.md, bench/).
 
 Outputs at padded queries are finite but not the reference's (both are never read: every later
 attention masks padded keys); tests compare real queries and gradients.

@@ -1,6 +1,6 @@
 """FlexAttention (``torch.nn.attention.flex_attention``) for windows, padding, the causal
 triangle and Gaussian biases, with block masks: on a GPU, compiled into one fused kernel that
-skips the key blocks a window never reaches (DESIGN.md, performance notes).
+skips the key blocks a window never reaches (docs/design.md, "Kernels").
 
 The restrictions become a ``mask_mod`` over indices (a band in real-token positions is the
 same band in indices: padding sits at one end of a sentence, as in ``band.py``), turned into a

@@ -1,5 +1,5 @@
-"""Gaussian localness bias folded into two extra query/key dimensions (DESIGN.md, performance
-notes), so fused ``scaled_dot_product_attention`` runs without a float T×T bias.
+"""Gaussian localness bias folded into two extra query/key dimensions (docs/design.md,
+"Kernels"), so fused ``scaled_dot_product_attention`` runs without a float T×T bias.
 
 Yang et al. (2018) eq. 5 expands to ``−(j−P)²/(2σ²) = a·j² + b·j + const`` (a = −1/(2σ²),
 b = P/σ²); the constant cancels in softmax. With each sentence's key positions centred on

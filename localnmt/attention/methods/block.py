@@ -27,6 +27,14 @@ from torch import Tensor, nn
 
 from localnmt.attention.context import MASK_VALUE, AttentionContext, AttentionSite
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.record import tensor_field
+
+
+@dataclass
+class BlockRecord:
+    """The fusion gate of a recorded BLOCK layer."""
+
+    gate: Tensor = tensor_field("bhqd", "g of step 4, per feature of each head")
 
 
 @register_modifier
@@ -98,5 +106,6 @@ class Block(AttentionModifier):
         merged = lambda y: y.transpose(1, 2).reshape(bsz, -1, d)  # noqa: E731
         gate = torch.sigmoid(self.gate(torch.cat([merged(intra), merged(inter)], dim=-1)))
         gate = gate.view(bsz, -1, heads, dh).transpose(1, 2)
-        ctx.log("block.gate", gate)
+        if ctx.recording:
+            ctx.keep(BlockRecord(gate=gate))
         return gate * (inter - intra)

@@ -44,6 +44,7 @@ from torch.nn import functional as F
 
 from localnmt.attention.context import AttentionContext, AttentionSite
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.record import tensor_field
 
 #: Upper clamp of the arguments of exp() in the synthesis network (e^8 ≈ 2981), so that the
 #: unnormalised mixture stays finite in fp16.
@@ -296,18 +297,31 @@ class GaussianMixture(AttentionModifier):
             gate = torch.sigmoid(raw["gate"].float())  # eq. 14, (B, H, Tq, 1)
         else:
             gate = 0.5 if fusion == "average" else 1.0
-        if ctx.record is not None:
-            ctx.log("gmm.alpha", probs)
-            ctx.log("gmm.beta", beta)
-            ctx.log(
-                "gmm.gate",
-                gate.squeeze(-1)
-                if isinstance(gate, Tensor)
-                else probs.new_full(probs.shape[:3], gate),
+        if ctx.recording:
+            ctx.keep(
+                GaussianMixtureRecord(
+                    alpha=probs,
+                    beta=beta,
+                    gate=gate.squeeze(-1)
+                    if isinstance(gate, Tensor)
+                    else probs.new_full(probs.shape[:3], gate),
+                    mu=params.mu,
+                    sigma=params.sigma,
+                    omega=params.omega,
+                )
             )
-            ctx.log("gmm.mu", params.mu)
-            ctx.log("gmm.sigma", params.sigma)
-            ctx.log("gmm.omega", params.omega)
         if fusion == "gmm":
             return beta
         return torch.lerp(probs, beta, gate)  # eq. 13: (1 − g)·α + g·β
+
+
+@dataclass
+class GaussianMixtureRecord:
+    """What a recorded ``gmm`` cross-attention computed (eq. 6-14)."""
+
+    alpha: Tensor = tensor_field("bhqk", "α: the dot-product attention (pipeline softmax)")
+    beta: Tensor = tensor_field("bhqk", "β: the Gaussian mixture attention, eq. 6")
+    gate: Tensor = tensor_field("bhq", "g of eq. 13-14 (0.5 / 1 for fusion=average / gmm)")
+    mu: Tensor = tensor_field("bhqc", "μ per component (source position + offset)")
+    sigma: Tensor = tensor_field("bhqc", "σ per component, after the sigma_min floor")
+    omega: Tensor = tensor_field("bhqc", "ω per component")

@@ -23,6 +23,14 @@ from torch import Tensor
 
 from localnmt.attention.context import MASK_VALUE, AttentionContext, AttentionSite
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.record import tensor_field
+
+
+@dataclass
+class HardcodedGaussianRecord:
+    """The fixed means of a recorded hard-coded Gaussian layer."""
+
+    mu: Tensor = tensor_field("bq", "μ_i = min(ratio·i, J−1)")
 
 
 @register_modifier
@@ -50,6 +58,7 @@ class HardcodedGaussian(AttentionModifier):
         logits = -dist * dist / (2 * self.options.std**2)
         if ctx.key_padding_mask is not None:
             logits = logits.masked_fill(ctx.key_padding_mask.bool()[:, None, :], MASK_VALUE)
-        ctx.log("hardcoded.mu", mu)
+        if ctx.recording:
+            ctx.keep(HardcodedGaussianRecord(mu=mu))
         fixed = torch.softmax(logits.float(), dim=-1).unsqueeze(1)
         return fixed.expand_as(probs)

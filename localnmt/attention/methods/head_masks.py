@@ -17,7 +17,8 @@ Two methods share the masks:
 * ``local_heads_renorm`` (the "more efficient implementation" the paper points at, §4.1): the
   same masks BEFORE softmax (renormalised over the allowed keys), as a per-head
   :class:`BandMask`, so window kernels can run it in O(T·w). A query whose window holds no real
-  key (prevK on the first K tokens) gets the pipeline's empty-row rule (uniform row).
+  key (prevK on the first K tokens) attends to nothing (the pipeline's empty-row rule: zero
+  output).
 
 Spec: ``local_heads[layers=1-6,masks=prev1;next1;global*6]``: one mask per head (``name*N``
 repeats), or one per selected head when ``heads=`` is given.
@@ -89,16 +90,23 @@ class _MaskedHeads(AttentionModifier):
         if not parse_masks(options.masks):
             raise SpecError(f"method '{cls.name}' needs masks=... (names: {MASK_HELP})")
 
+    @classmethod
+    def validate_heads(
+        cls, options: MaskOptions, site: AttentionSite, heads: list[int] | None
+    ) -> None:
+        names = parse_masks(options.masks)
+        targets = site.num_heads if heads is None else len(heads)
+        if len(names) != targets:
+            where = "heads" if heads is None else "selected heads"
+            raise SpecError(
+                f"method '{cls.name}' at {site.kind} layer {site.layer + 1}: {len(names)} masks "
+                f"for {targets} {where} (give one mask per head; 'global' = unmasked)"
+            )
+
     def __init__(self, options: MaskOptions, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)
         names = parse_masks(options.masks)
         targets = list(range(site.num_heads)) if heads is None else list(heads)
-        if len(names) != len(targets):
-            where = "heads" if heads is None else "selected heads"
-            raise SpecError(
-                f"method '{self.name}' at {site.kind} layer {site.layer + 1}: {len(names)} masks "
-                f"for {len(targets)} {where} (give one mask per head; 'global' = unmasked)"
-            )
         lo = torch.full((site.num_heads,), -UNLIMITED, dtype=torch.long)
         hi = torch.full((site.num_heads,), UNLIMITED, dtype=torch.long)
         for head, name in zip(targets, names, strict=True):

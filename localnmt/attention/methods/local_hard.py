@@ -23,8 +23,16 @@ from torch import Tensor
 from localnmt.attention.context import AttentionContext, AttentionSite, QuadraticBias
 from localnmt.attention.methods.neighbor import ScalarPredictor, predictor_hidden
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.record import tensor_field
 
 CENTRE = "centre"
+
+
+@dataclass
+class LocalHardRecord:
+    """The predicted centre of a recorded LOCAL_HARD layer."""
+
+    centre: Tensor = tensor_field("bhq", "P = (I−1)·sigmoid(·), the window's middle")
 
 
 @register_modifier
@@ -59,7 +67,8 @@ class LocalHard(AttentionModifier):
             length = ctx.key_lengths[:, None, :]
             centre = (length - 1.0) * self.centre(ctx.q)  # (B, H, Tq)
             ctx.extras[self.state_prefix + CENTRE] = centre
-            ctx.log("local_hard.centre", centre)
+            if ctx.recording:
+                ctx.keep(LocalHardRecord(centre=centre))
         return ctx.extras[self.state_prefix + CENTRE]
 
     def bias(self, ctx: AttentionContext) -> QuadraticBias:

@@ -16,19 +16,22 @@ by the heads; ``U_p`` / ``U_d`` have one column per head. This is the reading th
 paper's parameter counts (Table 4: +0.8M for 3 base layers = 3·(512² + 2·512·8 + …), +3.3M for
 3 big layers) and the authors' THUMT code (a dense d→d tanh layer, then d→heads).
 
-Choices the paper leaves open (defaults follow the authors' code, DESIGN.md):
+Choices the paper leaves open (defaults follow the authors' code; docs/design.md, "Localness"):
 
 - ``center=length_minus_one``: P = (I−1)·sigmoid(p), so P spans exactly the real positions
   0..I−1 (positions are 0-based); ``center=length`` is eq. 6 as printed.
 - ``d_floor=0.1``: D = max(D, 0.1), so σ never reaches 0 (also keeps an all-padding row finite).
-- Q is the unscaled query projection (eq. 7 reads Q, not Q/√d); W_p and W_d have biases.
+- Q is the unscaled query projection (eq. 7 reads Q, not Q/√d).
+- ``bias=true``: W_p, U_p, W_d, U_d are affine layers with bias terms (zero at initialisation);
+  ``bias=false`` gives eqs. 7–9 as printed (no bias terms).
 - K̄ (eq. 8) is the padding-aware mean of the keys each query may see: all real keys in
   encoder self- and cross-attention, the visible prefix in decoder self-attention (so that
   incremental decoding equals the full forward).
 - I is ``ctx.key_lengths``: the real length, the visible prefix in decoder self-attention.
 
 The bias is returned as a :class:`QuadraticBias` (a = −1/(2σ²), b = P/σ²), so kernels can fold
-it into two extra q/k dimensions; P and D are logged for the analyses.
+it into two extra q/k dimensions; P and D are recorded for the analyses
+(:class:`LocalnessRecord`).
 """
 
 from __future__ import annotations
@@ -41,8 +44,17 @@ from torch import Tensor, nn
 
 from localnmt.attention.context import AttentionContext, AttentionSite, QuadraticBias
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.record import tensor_field
 
 WINDOWS = ("fixed", "layer", "query", "head")
+
+
+@dataclass
+class LocalnessRecord:
+    """What a recorded localness layer predicted, per head and query."""
+
+    center: Tensor = tensor_field("bhq", "P, eq. 6 (0-based real-token position)")
+    window: Tensor = tensor_field("bhq", "D, eqs. 8/9/11 or fixed (σ = D/2)")
 
 
 def _merge_heads(x: Tensor) -> Tensor:
@@ -89,6 +101,7 @@ class Localness(AttentionModifier):
         fixed_size: float = option(10.0, "D of the fixed window (§3.3: 10)")
         head_max: float = option(50.0, "N of the head-specific window (eq. 11: 50)")
         d_floor: float = option(0.1, "lower bound of D (authors' code: 0.1)")
+        bias: bool = option(True, "bias terms in W_p, U_p, W_d, U_d (false: eqs. 7-9 as printed)")
 
     @classmethod
     def validate(cls, options: Options, site: AttentionSite) -> None:
@@ -100,14 +113,14 @@ class Localness(AttentionModifier):
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)
-        d, h = site.embed_dim, site.num_heads
-        self.w_p = nn.Linear(d, d)  # W_p, eqs. 7 and 9
-        self.u_p = nn.Linear(d, h)  # U_p, one column per head (eq. 10)
+        d, h, bias = site.embed_dim, site.num_heads, options.bias
+        self.w_p = nn.Linear(d, d, bias=bias)  # W_p, eqs. 7 and 9
+        self.u_p = nn.Linear(d, h, bias=bias)  # U_p, one column per head (eq. 10)
         if options.window == "query":
-            self.u_d = nn.Linear(d, h)  # U_d, eq. 9
+            self.u_d = nn.Linear(d, h, bias=bias)  # U_d, eq. 9
         elif options.window == "layer":
-            self.w_d = nn.Linear(d, d)  # W_d, eq. 8
-            self.u_d = nn.Linear(d, h)
+            self.w_d = nn.Linear(d, d, bias=bias)  # W_d, eq. 8
+            self.u_d = nn.Linear(d, h, bias=bias)
         elif options.window == "head":
             self.z = nn.Parameter(torch.zeros(h))  # z^m, eq. 11
         self.reset_parameters()
@@ -116,7 +129,8 @@ class Localness(AttentionModifier):
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
 
     def _query(self, ctx: AttentionContext) -> Tensor:
         """Q of eq. 7, ``(B, Tq, C)``: the query projection without the 1/√d scaling."""
@@ -148,7 +162,7 @@ class Localness(AttentionModifier):
     def bias(self, ctx: AttentionContext) -> QuadraticBias:
         """G of eq. 5 as a·j² + b·j: a = −1/(2σ²), b = P/σ², σ = D/2."""
         center, window = self.predict(ctx)
-        ctx.log("P", center)
-        ctx.log("D", window)
+        if ctx.recording:
+            ctx.keep(LocalnessRecord(center=center, window=window))
         inv_var = 4.0 / (window * window)  # 1/σ²
         return QuadraticBias(a=-0.5 * inv_var, b=center * inv_var)

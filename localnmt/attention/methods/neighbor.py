@@ -21,9 +21,17 @@ from torch import Tensor, nn
 
 from localnmt.attention.context import AttentionContext, AttentionSite, QuadraticBias
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.record import tensor_field
 
 #: Floor on the predicted window D (authors' localness code).
 MIN_WINDOW = 0.1
+
+
+@dataclass
+class NeighborRecord:
+    """The predicted window of a recorded NEIGHBOR layer."""
+
+    window: Tensor = tensor_field("bhq", "D (σ = D/2), centred on the query")
 
 
 class ScalarPredictor(nn.Module):
@@ -73,7 +81,8 @@ class Neighbor(AttentionModifier):
     def bias(self, ctx: AttentionContext) -> QuadraticBias:
         length = ctx.key_lengths[:, None, :]  # (B, 1, Tq)
         window = (length * self.window(ctx.q)).clamp(min=MIN_WINDOW)  # D, (B, H, Tq)
-        ctx.log("neighbor.window", window)
+        if ctx.recording:
+            ctx.keep(NeighborRecord(window=window))
         inv_var = 4.0 / (window * window)  # 1/σ², σ = D/2
         centre = ctx.query_positions[:, None, :]
         # −(j−i)²/(2σ²) = −j²/(2σ²) + i·j/σ² + const

@@ -46,9 +46,14 @@ class TiedQK(AttentionModifier):
                 f"(valid: {', '.join(valid)})"
             )
 
-    def __init__(self, options: TiedOptions, site: AttentionSite, heads: list[int] | None = None):
+    @classmethod
+    def validate_heads(
+        cls, options: TiedOptions, site: AttentionSite, heads: list[int] | None
+    ) -> None:
         if heads is not None:
             raise SpecError("tied_qk takes no heads= option (it ties consecutive groups of heads)")
+
+    def __init__(self, options: TiedOptions, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)
         self.groups = options.groups
         index = torch.arange(site.num_heads) // (site.num_heads // options.groups)

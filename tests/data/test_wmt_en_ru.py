@@ -9,7 +9,7 @@ from pathlib import Path
 from localnmt.data import wmt_en_ru
 from localnmt.data.text_tokenize import tokenize_moses
 
-FIX = Path(__file__).parent / "fixtures" / "lang" / "ru"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lang" / "ru"
 
 
 def _lines(lang: str) -> list[str]:

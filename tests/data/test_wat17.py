@@ -14,7 +14,7 @@ from localnmt.testing import generate, train
 
 pytest.importorskip("janome")
 
-FIX = Path(__file__).parent / "fixtures" / "lang" / "aspec"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lang" / "aspec"
 
 
 def test_parse_aspec_lines():

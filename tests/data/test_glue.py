@@ -13,7 +13,7 @@ from localnmt.data import bpe, glue
 from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenize_moses
 
-FIX = Path(__file__).parent / "fixtures" / "lang" / "glue"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lang" / "glue"
 PACKAGE_DIR = Path(glue.__file__).resolve().parents[1]
 
 

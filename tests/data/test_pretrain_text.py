@@ -13,7 +13,7 @@ import torch
 from localnmt.data import glue, pretrain_text
 from localnmt.data.steps import DataError
 
-FIX = Path(__file__).parent / "fixtures" / "lang" / "glue"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lang" / "glue"
 REPO = Path(pretrain_text.__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 

@@ -20,7 +20,7 @@ from localnmt.data.gettext_corpus import build_raw, find_catalogs, prepare_gette
 from localnmt.data.mo_reader import MoEntry, entry_pairs, parse_mo_bytes, read_mo
 from localnmt.data.split import hash_split
 
-FIX = Path(__file__).parent / "fixtures" / "data"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 HEADER = "Content-Type: text/plain; charset=UTF-8\nPlural-Forms: nplurals=2; plural=(n != 1);\n"
 
 

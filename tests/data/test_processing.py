@@ -16,7 +16,7 @@ from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenize_file, tokenize_moses, tokenize_zh
 from localnmt.data.validate import count_lines_checked, validate_parallel
 
-FIX = Path(__file__).parent / "fixtures" / "data"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 
 
 def lines(lang: str) -> list[str]:

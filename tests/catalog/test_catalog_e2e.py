@@ -3,7 +3,7 @@
 Rows keep their architecture's layer and head counts (specs name layers and heads) with
 embedding and FFN dims shrunk to 64. Rows with the same arch and args run once (the columns
 of a multi-language table share their configurations). GLUE rows (Pande et al. Table 4, BERT
-encoders) are not translation models: tests/test_lang_glue.py and the reproduce tests run them.
+encoders) are not translation models: tests/data/test_glue.py and the reproduce tests run them.
 """
 
 from __future__ import annotations

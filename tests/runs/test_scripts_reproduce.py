@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "eval"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 sys.path.insert(0, str(FIXTURES))
 
 from tinydata import build_data_bin  # noqa: E402

@@ -13,7 +13,7 @@ import sacrebleu
 from localnmt.data import nist_zh_en
 from localnmt.evaluation import multi_ref
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "eval"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "eval"))
 
 from tinytasks import lines as _lines  # noqa: E402
 from tinytasks import nist_dirs  # noqa: E402

@@ -11,7 +11,7 @@ from localnmt.analysis import conllu, locality_bias, sensitivity
 from localnmt.attention import LocalAttention
 from localnmt.attention.context import AttentionSite
 
-FIXTURES = Path(__file__).parent / "fixtures" / "conllu"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "conllu"
 CONLLU = FIXTURES / "sample.conllu"
 BPE = FIXTURES / "sample.bpe"
 

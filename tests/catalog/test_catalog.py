@@ -13,7 +13,7 @@ from localnmt.catalog.__main__ import readme_block, render_table
 from localnmt.catalog.params import count_parameters
 from localnmt.catalog.tasks import TASKS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_rows_are_unique_and_valid():

@@ -16,8 +16,8 @@ import sacrebleu
 from localnmt.catalog import all_rows
 from localnmt.runs import reproduce
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "eval"
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 sys.path.insert(0, str(FIXTURES))
 
 import tinytasks  # noqa: E402

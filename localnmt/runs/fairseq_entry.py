@@ -8,6 +8,11 @@ plain fairseq ``--arch`` and no ``--user-dir``. Never imports torchaudio.
 ``python -m localnmt.runs.fairseq_entry generate-subsets test,test1 DIR ARGS...`` runs
 fairseq-generate once per subset in one process (one start-up for several test sets, e.g.
 NIST MT03–MT08), writing ``DIR/generate-<subset>.txt`` each (fairseq's ``--results-path``).
+
+``train`` also takes ``--validate-every-minutes M --curve FILE`` (not fairseq options): validate
+and save every M minutes of training time and append each validation to FILE
+(:mod:`localnmt.runs.timed_validation`). Ctrl-C ends a run with exit status 130 and no traceback;
+the last saved checkpoint is where the next run resumes.
 """
 
 from __future__ import annotations
@@ -37,6 +42,19 @@ def fairseq_logging() -> None:
     )
 
 
+def pop_option(argv: list[str], name: str) -> str | None:
+    """Remove ``name VALUE`` (or ``name=VALUE``) from ``argv``; return VALUE or None."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            value = argv[i + 1]
+            del argv[i : i + 2]
+            return value
+        if arg.startswith(name + "="):
+            del argv[i]
+            return arg.split("=", 1)[1]
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Dispatch to fairseq_cli.train or fairseq_cli.generate."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -58,12 +76,22 @@ def main(argv: list[str] | None = None) -> None:
                         "--results-path", results]  # fmt: skip
             cli_main()
         return
-    sys.argv = [f"fairseq-{command}", *rest]
     if command == "train":
         from fairseq_cli.train import cli_main
+
+        every, curve = pop_option(rest, "--validate-every-minutes"), pop_option(rest, "--curve")
+        if every:
+            from localnmt.runs.timed_validation import install
+
+            install(float(every), curve or "curve.jsonl")
     else:
         from fairseq_cli.generate import cli_main
-    cli_main()
+    sys.argv = [f"fairseq-{command}", *rest]
+    try:
+        cli_main()
+    except KeyboardInterrupt:
+        print(f"fairseq-{command}: interrupted", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -1,0 +1,47 @@
+"""What machine a result came from: numbers mean nothing without it."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+
+def cpu_model() -> str:
+    """CPU model name from ``/proc/cpuinfo`` (Linux), else ``platform.processor()``."""
+    info = Path("/proc/cpuinfo")
+    if info.exists():
+        for line in info.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> list[float] | None:
+    """1, 5 and 15-minute load averages, where the system has them."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def machine_summary() -> dict[str, Any]:
+    """CPU, cores, GPU (if any), torch version and the load now."""
+    import torch
+
+    info: dict[str, Any] = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "load_average": load_average(),
+    }
+    return info
+
+
+def describe_machine(info: dict[str, Any]) -> str:
+    """One line: ``AMD EPYC ... , 2 cores, no GPU, torch 2.13.0, load 0.4``."""
+    load = info.get("load_average")
+    return (
+        f"{info['cpu']}, {info['cores']} cores, {info.get('gpu') or 'no GPU'}, "
+        f"torch {info['torch']}" + (f", load {load[0]:.1f}" if load else "")
+    )

@@ -1,0 +1,7 @@
+"""``python -m localnmt.quickstart``."""
+
+import sys
+
+from localnmt.quickstart.cli import main
+
+sys.exit(main())

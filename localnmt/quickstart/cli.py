@@ -1,0 +1,210 @@
+"""Command line of the quickstart: corpus → equal-budget training → beam search → report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from localnmt.quickstart.sizing import BASELINE, SIZINGS, Sizing, sizing_for
+
+
+def log(msg: str) -> None:
+    """Progress line with a timestamp."""
+    print(f"[quickstart {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Options; defaults that depend on the device are filled in by :func:`resolve`."""
+    p = argparse.ArgumentParser(
+        prog="python -m localnmt.quickstart",
+        description="Train the baseline and locality methods for equal wall-clock budgets, "
+        "translate the test set with beam search, score it with SacreBLEU (95%% bootstrap "
+        "intervals, paired tests against the baseline) and write report.{json,md,png}.",
+    )
+    p.add_argument("--workdir", type=Path, default=Path("runs/quickstart"))
+    p.add_argument("--budget-minutes", type=float,
+                   help="training wall clock for all systems together, split equally "
+                   "(default: 24 on CPU, 30 on a GPU)")  # fmt: skip
+    p.add_argument("--systems", help="comma-separated catalog names, the baseline first "
+                   "(default: 3 systems on CPU, 6 on a GPU; `python -m localnmt.catalog`)")
+    p.add_argument("--size", choices=sorted(SIZINGS), help="model sizing (default: cuda if "
+                   "torch sees a GPU, else cpu; tiny is for smoke tests)")  # fmt: skip
+    p.add_argument("--data", type=Path, help="your own data-bin (made by the project's data "
+                   "preparation, with raw/test.<lang> beside it) instead of the gettext corpus")
+    p.add_argument("--pair", default="en-de", choices=["en-de", "en-zh"],
+                   help="gettext corpus language pair")  # fmt: skip
+    p.add_argument("--bpe-merges", type=int, help="gettext corpus BPE merges (default: sizing)")
+    p.add_argument("--max-train", type=int, help="cap on gettext training pairs")
+    p.add_argument("--max-update", type=int, default=100_000, help="per-system update cap")
+    p.add_argument("--validations", type=int, default=8,
+                   help="validations per system, evenly spaced in wall clock")  # fmt: skip
+    p.add_argument("--bootstrap-samples", type=int, default=1000)
+    p.add_argument("--catalog-json", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.budget_minutes is not None and args.budget_minutes <= 0:
+        p.error("--budget-minutes must be positive")
+    if args.validations < 5:
+        p.error("--validations must be at least 5 (a learning curve needs points)")
+    if args.data is not None:
+        problem = check_data(args.data)
+        if problem:
+            p.error(problem)
+    args.parser = p
+    return args
+
+
+def check_data(data_bin: Path) -> str | None:
+    """What is wrong with a user's data-bin, or None: dictionaries, subsets, raw references."""
+    from localnmt.data.layout import raw_file
+    from localnmt.runs.generate import infer_langs
+
+    if not data_bin.is_dir():
+        return f"--data {data_bin}: no such directory (make one with data_prep/*.sh)"
+    try:
+        src, tgt = infer_langs(data_bin, "test")
+    except FileNotFoundError:
+        return f"--data {data_bin}: no test subset (test.<src>-<tgt>.<lang>.idx) in it"
+    for name in (f"dict.{src}.txt", f"dict.{tgt}.txt", f"train.{src}-{tgt}.{src}.idx",
+                 f"valid.{src}-{tgt}.{src}.idx"):  # fmt: skip
+        if not (data_bin / name).exists():
+            return f"--data {data_bin}: {name} is missing"
+    ref = raw_file(data_bin, "test", tgt)
+    if not ref.exists():
+        return (f"--data {data_bin}: the raw test references {ref} are missing; scoring needs "
+                "them (data_prep/prepare_parallel.sh keeps them beside the data-bin)")
+    return None
+
+
+def pick_systems(names: list[str], catalog: list[dict], parser: argparse.ArgumentParser,
+                 sizing: Sizing) -> list[dict]:  # fmt: skip
+    """Catalog rows for ``names``; an unknown name stops with the valid choices (exit 2)."""
+    by_name = {row["name"]: row for row in catalog}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        close = sorted(n for n in by_name if n.endswith("/base"))[:8]
+        parser.error(f"unknown system(s) {', '.join(unknown)}; names come from "
+                     f"`python -m localnmt.catalog`, e.g. {', '.join(close)}")
+    rows = [by_name[n] for n in names]
+    for row in rows:
+        problem = fits(row, sizing)
+        if problem:
+            parser.error(f"{row['name']} does not fit the {sizing.device} sizing: {problem}")
+    return rows
+
+
+def fits(row: dict, sizing: Sizing) -> str | None:
+    """Whether a row's attention specs fit the sizing's layers and heads (None if they do)."""
+    from fairseq import options
+
+    import localnmt  # noqa: F401  (registers the architectures)
+    from localnmt.attention.spec import SpecError
+    from localnmt.models.transformer import check_model_specs
+
+    parser = options.get_training_parser()
+    ns = options.parse_args_and_arch(
+        parser, ["/nonexistent", "--arch", row["arch"], *row.get("args", []),
+                 *sizing.fairseq_args()])  # fmt: skip
+    try:
+        check_model_specs(ns)
+    except SpecError as err:
+        return str(err)
+    return None
+
+
+def slug(name: str) -> str:
+    """A directory name for a catalog name."""
+    return name.replace("/", "__")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the quickstart; returns the exit status (130 after Ctrl-C)."""
+    args = parse_args(argv)
+    try:
+        run(args)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        log("interrupted: finished steps and the last checkpoints are kept; run the same "
+            "command again to resume")  # fmt: skip
+        return 130
+    return 0
+
+
+def run(args: argparse.Namespace) -> None:
+    """All steps; each one is skipped when it is already done with the same settings."""
+    import torch
+
+    from localnmt.data.layout import raw_file
+    from localnmt.data.steps import StepRunner
+    from localnmt.machine import load_average, machine_summary
+    from localnmt.quickstart.results import collect, corpus_meta, translate_system
+    from localnmt.quickstart.training import train_system
+    from localnmt.runs.generate import default_user_dir, infer_langs
+    from localnmt.runs.recipes import train_args
+    from localnmt.runs.rows import load_catalog
+
+    start = time.time()
+    machine = machine_summary()
+    sizing = SIZINGS[args.size] if args.size else sizing_for(torch.cuda.is_available())
+    budget = args.budget_minutes or sizing.budget_minutes
+    names = args.systems.split(",") if args.systems else list(sizing.systems)
+    systems = pick_systems(names, load_catalog(args.catalog_json), args.parser, sizing)
+    if names[0] != BASELINE:
+        log(f"the first system, {names[0]}, is the baseline of the comparison")
+    workdir = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    runner = StepRunner(workdir, log)
+    log(f"sizing ({sizing.device}): {sizing.describe()}")
+    if args.data:
+        data_bin = args.data.resolve()
+        log(f"step 1/4: your data-bin {data_bin}")
+    else:
+        from localnmt.data.gettext_corpus import prepare_gettext_pair
+
+        log(f"step 1/4: gettext corpus ({args.pair}) in {workdir / 'data'}")
+        data_bin = Path(prepare_gettext_pair(
+            args.pair, workdir / "data", bpe_merges=args.bpe_merges or sizing.bpe_merges,
+            max_train=args.max_train, log=log))  # fmt: skip
+    src, tgt = infer_langs(data_bin, "test")
+    minutes = budget / len(systems)
+    every = minutes / args.validations
+    user_dir = default_user_dir()
+    base_args = [*train_args("cpu", max_update=args.max_update), *sizing.fairseq_args()]
+    if not torch.cuda.is_available():
+        base_args.append("--cpu")
+    log(f"step 2/4: training {len(systems)} systems, {minutes:.1f} min each")
+    steps = {}
+    for row in systems:
+        steps[row["name"]] = train_system(
+            runner, row["name"], workdir / "runs" / slug(row["name"]), data_bin, row["arch"],
+            [*base_args, *row.get("args", [])], minutes, every, user_dir, log)  # fmt: skip
+    log("step 3/4: translating the test set (beam 4) and scoring")
+    ref = raw_file(data_bin, "test", tgt)
+    for row in systems:
+        translate_system(runner, row, workdir / "runs" / slug(row["name"]), data_bin, ref,
+                         raw_file(data_bin, "test", src), steps[row["name"]], user_dir, log)
+    log("step 4/4: report")
+    results, signature, n_test = collect(systems, workdir, ref, args.bootstrap_samples)
+    meta = {
+        "machine": machine,
+        "budget_minutes": budget,
+        "minutes_per_system": minutes,
+        "sizing": sizing.describe(),
+        "device": sizing.device,
+        **corpus_meta(data_bin, args.pair if not args.data else None),
+        "test_sentences": n_test,
+        "signature": signature,
+        "bootstrap_samples": args.bootstrap_samples,
+        "load_average_end": load_average(),
+        "elapsed_minutes": (time.time() - start) / 60,
+    }
+    from localnmt.quickstart.report import write_json, write_markdown, write_plot
+
+    write_json(workdir, results, meta)
+    report = write_markdown(workdir, results, meta)
+    write_plot(workdir, results, meta)
+    print(report.read_text(encoding="utf-8"))
+    log(f"done in {meta['elapsed_minutes']:.1f} min: {workdir}/report.{{md,json,png}}")
+    json.dumps(meta)  # the report is JSON: fail loudly here rather than in a reader

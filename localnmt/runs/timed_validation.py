@@ -1,0 +1,63 @@
+"""Validate and save by wall clock instead of by updates, and record a learning curve.
+
+fairseq validates every N updates or epochs; a comparison under equal wall-clock budgets wants
+the same number of points per system whatever its speed. :func:`install` wraps
+``fairseq_cli.train.validate_and_save`` so that, every ``every_minutes`` of the trainer's
+cumulative training time (which survives a resume from ``checkpoint_last.pt``), the update that
+crosses the mark validates and saves a checkpoint, and each validation appends
+``{"minutes", "updates", "valid_loss"}`` to a JSON-lines file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+def install(every_minutes: float, curve_path: Path) -> None:
+    """Patch fairseq's training loop (call in the training process, before ``cli_main``)."""
+    import fairseq_cli.train as train_cli
+
+    original = train_cli.validate_and_save
+    every_s = every_minutes * 60.0
+    curve_path = Path(curve_path)
+    state: dict[str, float] = {}
+
+    def validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch):
+        elapsed = trainer.cumulative_training_time()
+        if "next" not in state:  # first call, or the first after a resume
+            state["next"] = (math.floor(elapsed / every_s) + 1) * every_s
+        num_updates = trainer.get_num_updates()
+        due = elapsed >= state["next"] and num_updates > 0
+        if due:
+            state["next"] = (math.floor(elapsed / every_s) + 1) * every_s
+            saved = (cfg.dataset.validate_interval_updates, cfg.checkpoint.save_interval_updates)
+            cfg.dataset.validate_interval_updates = num_updates
+            cfg.checkpoint.save_interval_updates = num_updates
+        try:
+            losses, stop = original(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
+        finally:
+            if due:
+                cfg.dataset.validate_interval_updates, cfg.checkpoint.save_interval_updates = saved
+        if losses and losses[0] is not None:
+            point = {"minutes": round(elapsed / 60.0, 4), "updates": num_updates,
+                     "valid_loss": round(float(losses[0]), 4)}  # fmt: skip
+            with open(curve_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(point) + "\n")
+        return losses, stop
+
+    train_cli.validate_and_save = validate_and_save
+
+
+def read_curve(curve_path: Path) -> list[dict]:
+    """The recorded points, one per validation, ordered by updates (later records win)."""
+    path = Path(curve_path)
+    if not path.exists():
+        return []
+    points: dict[int, dict] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            point = json.loads(line)
+            points[int(point["updates"])] = point
+    return [points[u] for u in sorted(points)]

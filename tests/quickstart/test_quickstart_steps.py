@@ -1,0 +1,212 @@
+"""Quickstart pieces without real training: rerun decisions, Ctrl-C, errors, timed validation,
+the report's rendering."""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from localnmt.data.steps import StepRunner
+from localnmt.quickstart import cli, training
+from localnmt.quickstart.report import SystemResult, write_json, write_markdown, write_plot
+from localnmt.quickstart.sizing import CPU, TINY
+from localnmt.runs import timed_validation
+
+
+@pytest.fixture()
+def fake_training(monkeypatch):
+    """Replace the fairseq subprocess by one that writes a checkpoint and a curve point."""
+    calls = []
+
+    def run_logged(cmd, log_path, echo):
+        save_dir = Path(cmd[cmd.index("--save-dir") + 1])
+        save_dir.mkdir(parents=True, exist_ok=True)
+        (save_dir / "checkpoint_last.pt").write_text("x")
+        Path(cmd[cmd.index("--curve") + 1]).write_text('{"minutes": 1, "updates": 5, '
+                                                       '"valid_loss": 3.0}\n')
+        calls.append(cmd)
+
+    monkeypatch.setattr(training, "run_logged", run_logged)
+    return calls
+
+
+def _train(tmp_path: Path, data: Path, minutes: float, args=("--lr", "1")) -> None:
+    runner = StepRunner(tmp_path / "w", log=lambda m: None)
+    training.train_system(runner, "sys", tmp_path / "w" / "runs" / "sys", data, "localnmt_base",
+                          list(args), minutes, minutes / 8, None, log=lambda m: None)
+
+
+def _data(tmp_path: Path) -> Path:
+    data = tmp_path / "bin"
+    data.mkdir()
+    (data / "dict.en.txt").write_text("a 1\n")
+    (data / "train.en-de.en.bin").write_bytes(b"12")
+    return data
+
+
+def test_rerun_reuses_unchanged_and_retrains_changed(tmp_path: Path, fake_training) -> None:
+    data = _data(tmp_path)
+    _train(tmp_path, data, 2.0)
+    _train(tmp_path, data, 2.0)
+    assert len(fake_training) == 1  # identical settings: reused
+    _train(tmp_path, data, 3.0)  # a larger budget retrains
+    _train(tmp_path, data, 3.0, args=("--lr", "2"))  # so does any training option
+    (data / "dict.en.txt").write_text("a 1\nb 1\n")
+    _train(tmp_path, data, 3.0, args=("--lr", "2"))  # and other data
+    assert len(fake_training) == 4
+    kept = sorted(p.name for p in (tmp_path / "w" / "runs").iterdir())
+    assert kept[0] == "sys" and len(kept) == 4  # the earlier runs are kept aside, not deleted
+
+
+def test_interrupted_run_resumes_with_same_settings(tmp_path: Path, monkeypatch) -> None:
+    data = _data(tmp_path)
+    seen = []
+
+    def interrupted(cmd, log_path, echo):
+        save_dir = Path(cmd[cmd.index("--save-dir") + 1])
+        save_dir.mkdir(parents=True, exist_ok=True)
+        (save_dir / "checkpoint_last.pt").write_text("partial")
+        seen.append(cmd)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "run_logged", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _train(tmp_path, data, 2.0)
+    monkeypatch.undo()
+
+    def finish(cmd, log_path, echo):
+        save_dir = Path(cmd[cmd.index("--save-dir") + 1])
+        assert (save_dir / "checkpoint_last.pt").read_text() == "partial"  # resumed, not reset
+        Path(cmd[cmd.index("--curve") + 1]).write_text('{"minutes": 1, "updates": 5, '
+                                                       '"valid_loss": 3.0}\n')
+
+    monkeypatch.setattr(training, "run_logged", finish)
+    _train(tmp_path, data, 2.0)
+    assert len(list((tmp_path / "w" / "runs").iterdir())) == 1
+
+
+def test_ctrl_c_exits_130_without_traceback(monkeypatch, capsys, tmp_path: Path) -> None:
+    def boom(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run", boom)
+    assert cli.main(["--workdir", str(tmp_path)]) == 130
+    assert "run the same command again to resume" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--data", "/nonexistent/bin"], "no such directory"),
+        (["--budget-minutes", "0"], "must be positive"),
+        (["--validations", "2"], "at least 5"),
+    ],
+)
+def test_bad_options_exit_2(argv, message, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.parse_args(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_data_without_raw_references_is_refused(tmp_path: Path, tiny_data) -> None:
+    import shutil
+
+    data = Path(shutil.copytree(tiny_data, tmp_path / "bin"))
+    assert "raw test references" in cli.check_data(data)
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "test.tgt").write_text("x\n")
+    assert cli.check_data(data) is None
+
+
+def test_unknown_system_and_too_few_layers_exit_2(capsys) -> None:
+    args = cli.parse_args([])
+    catalog = [{"name": "base", "row": "B", "arch": "localnmt_base", "args": []},
+               {"name": "deep", "row": "D", "arch": "localnmt_base",
+                "args": ["--encoder-attn-modifiers", "localness[layers=1-6]"]}]  # fmt: skip
+    with pytest.raises(SystemExit) as exc:
+        cli.pick_systems(["base", "nope"], catalog, args.parser, CPU)
+    assert exc.value.code == 2 and "unknown system(s) nope" in capsys.readouterr().err
+    assert cli.pick_systems(["base"], catalog, args.parser, CPU)[0]["name"] == "base"
+    with pytest.raises(SystemExit):
+        cli.pick_systems(["base", "deep"], catalog, args.parser, TINY)
+    assert "does not fit" in capsys.readouterr().err
+
+
+def test_default_systems_fit_their_sizing() -> None:
+    from localnmt.runs.rows import load_catalog
+
+    by_name = {row["name"]: row for row in load_catalog(None)}
+    for sizing in (CPU, TINY):
+        for name in sizing.systems:
+            assert cli.fits(by_name[name], sizing) is None, name
+
+
+class _Trainer:
+    def __init__(self, times):
+        self.times, self.updates = iter(times), 0
+
+    def cumulative_training_time(self):
+        return next(self.times)
+
+    def get_num_updates(self):
+        return self.updates
+
+
+def test_timed_validation_validates_once_per_interval(tmp_path: Path, monkeypatch) -> None:
+    import fairseq_cli.train as train_cli
+
+    seen = []
+
+    def original(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch):
+        n = trainer.get_num_updates()
+        every = cfg.dataset.validate_interval_updates
+        due = every and n % every == 0
+        seen.append((n, cfg.checkpoint.save_interval_updates))
+        return ([2.5] if due else [None]), False
+
+    monkeypatch.setattr(train_cli, "validate_and_save", original)
+    curve = tmp_path / "curve.jsonl"
+    timed_validation.install(1.0, curve)  # every minute
+    cfg = SimpleNamespace(dataset=SimpleNamespace(validate_interval_updates=0),
+                          checkpoint=SimpleNamespace(save_interval_updates=0))  # fmt: skip
+    seconds = [10, 50, 61, 70, 119, 125, 250]
+    trainer = _Trainer(seconds)
+    for _ in seconds:
+        trainer.updates += 1
+        train_cli.validate_and_save(cfg, trainer, None, None, ["valid"], False)
+    points = timed_validation.read_curve(curve)
+    # minute marks crossed at updates 3 (61 s), 6 (125 s) and 7 (250 s: marks 2 and 3 at once)
+    assert [p["updates"] for p in points] == [3, 6, 7]
+    assert [p["minutes"] for p in points] == pytest.approx([61 / 60, 125 / 60, 250 / 60], abs=1e-3)
+    assert cfg.dataset.validate_interval_updates == 0  # restored after each forced validation
+    assert [s for n, s in seen if n in (3, 6, 7)] == [3, 6, 7]  # and saved a checkpoint there
+
+
+def _system(name: str, bleu: float, curve_losses) -> SystemResult:
+    curve = [{"minutes": i + 1.0, "updates": 10 * (i + 1), "valid_loss": v}
+             for i, v in enumerate(curve_losses)]  # fmt: skip
+    return SystemResult(name=name, row=name.upper(), arch="a", args=[], bleu=bleu,
+                        ci=[bleu - 1, bleu + 1], p_value=None if name == "base" else 0.02,
+                        updates=curve[-1]["updates"], updates_per_s=1.5, params=1_234_567,
+                        curve=curve)  # fmt: skip
+
+
+def test_report_files(tmp_path: Path) -> None:
+    systems = [_system("base", 12.0, [8, 6, 5]), _system("m1", 13.5, [8, 5.5, 4.8]),
+               _system("m2", 0.4, [9, 9.2, 9.1])]  # fmt: skip
+    meta = {"machine": {"cpu": "CPU X", "cores": 2, "gpu": None, "torch": "2",
+                        "load_average": [0.5, 0.5, 0.5]},
+            "budget_minutes": 24, "minutes_per_system": 8, "sizing": "small model",
+            "corpus": "gettext En→De", "corpus_description": "UI strings",
+            "test_sentences": 1000, "signature": "nrefs:1", "bootstrap_samples": 1000,
+            "load_average_end": [0.6, 0.5, 0.5], "elapsed_minutes": 27.0}  # fmt: skip
+    data = json.loads(write_json(tmp_path, systems, meta).read_text())
+    assert [s["learned"] for s in data["systems"]] == [True, True, False]
+    text = write_markdown(tmp_path, systems, meta).read_text()
+    assert "| BASE (`base`) | 12.00 | 11.00–13.00 | - | 1.23M | 30 | 1.50 | 5.00 |" in text
+    assert "| M1 (`m1`) | 13.50 | 12.50–14.50 | +1.50 (p=0.020) * |" in text
+    assert "(0.40)" in text and "Did not learn in this budget" in text and "M2 (0.40)" in text
+    assert "not** a reproduction of the papers' WMT results" in text
+    assert write_plot(tmp_path, systems, meta).stat().st_size > 10_000

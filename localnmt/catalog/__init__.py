@@ -1,7 +1,8 @@
 """The catalog: every named configuration of the papers, as runnable rows.
 
-Each paper has one module in this package with a ``ROWS`` list of :class:`CatalogRow`; they
-are collected here in module order. ``python -m localnmt.catalog`` prints them (``--json``
+Each paper has one YAML file in ``configs/`` (``configs/<paper>.yaml``, read and checked by
+:mod:`localnmt.catalog.files`) whose ``rows`` become :class:`CatalogRow`; :func:`all_rows`
+collects them in :data:`PAPERS` order. ``python -m localnmt.catalog`` prints them (``--json``
 for scripts). A row is an architecture plus extra command-line arguments, trained and scored
 on one task (:mod:`localnmt.catalog.tasks`: language pair or benchmark, its data-prep command and
 scoring). A table with several columns (language pairs) has one row per column and model.
@@ -9,14 +10,28 @@ scoring). A table with several columns (language pairs) has one row per column a
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 from dataclasses import asdict, dataclass, field
 
 from localnmt.catalog.tasks import DEFAULT_TASK, TASKS
+from localnmt.config_files import ConfigError
 
-PAPERS = ("vaswani2017", "yang2018", "zhang2021", "yang2019", "pande2021", "shaw2018")
+#: The order the catalog lists the papers in; a file of configs/ not named here comes after
+#: them, by name.
+PAPER_ORDER = ("vaswani2017", "yang2018", "zhang2021", "yang2019", "pande2021", "shaw2018")
+
+
+def _papers() -> tuple[str, ...]:
+    from localnmt.catalog.files import paper_files
+
+    found = paper_files()
+    return tuple(p for p in PAPER_ORDER if p in found) + tuple(
+        sorted(p for p in found if p not in PAPER_ORDER)
+    )
+
+
+#: Every paper with a file in configs/, in catalog order.
+PAPERS = _papers()
 
 
 @dataclass(frozen=True)
@@ -75,19 +90,24 @@ def make_name(paper: str, table: str, row: str, size: str, task: str = DEFAULT_T
     return f"{paper}/{slug(table)}/{slug(task)}/{slug(row)}/{size}"
 
 
+def paper_rows(paper: str) -> list[CatalogRow]:
+    """The rows of ``configs/<paper>.yaml``, in file order; a row the CatalogRow checks reject
+    is a :class:`~localnmt.config_files.ConfigError` naming the file and the row."""
+    from localnmt.catalog.files import paper_data, paper_files
+
+    rows = []
+    for i, item in enumerate(paper_data(paper)["rows"]):
+        try:
+            rows.append(CatalogRow(paper=paper, **item))
+        except ValueError as err:
+            where = f"{paper_files()[paper]}: rows[{i}] ({item['table']} / {item['row']})"
+            raise ConfigError(f"{where}: {err}") from None
+    return rows
+
+
 def all_rows() -> list[CatalogRow]:
-    """Every row of every paper module of this package, in a stable order."""
-    rows: list[CatalogRow] = []
-
-    def order(info: pkgutil.ModuleInfo) -> tuple[int, str]:
-        known = info.name in PAPERS
-        return (PAPERS.index(info.name) if known else len(PAPERS), info.name)
-
-    for info in sorted(pkgutil.iter_modules(__path__), key=order):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        rows.extend(getattr(module, "ROWS", []))
+    """Every row of every paper file of configs/, papers in :data:`PAPERS` order."""
+    rows = [row for paper in _papers() for row in paper_rows(paper)]
     names = [r.name for r in rows]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -60,8 +60,8 @@ class CatalogRow:
     train_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.paper not in PAPERS:
-            raise ValueError(f"unknown paper '{self.paper}' (valid: {', '.join(PAPERS)})")
+        if self.paper not in PAPERS and self.paper not in _papers():  # a file added since
+            raise ValueError(f"unknown paper '{self.paper}' (valid: {', '.join(_papers())})")
         if self.size not in ("base", "big"):
             raise ValueError(f"size must be base or big, got '{self.size}'")
         if self.task not in TASKS:

@@ -180,7 +180,13 @@ def _setting(item: Any, where: str) -> tuple[int, float]:
     return int(item[0]), float(item[1])
 
 
-RECIPES, GLUE_FINETUNE, ROBERTA_PRETRAIN = load_recipes()
+try:
+    RECIPES, GLUE_FINETUNE, ROBERTA_PRETRAIN = load_recipes()
+except ConfigError as _err:
+    if __name__ != "__main__":
+        raise
+    print(f"error: {_err}", file=__import__("sys").stderr)  # train.sh: one message, exit 2
+    raise SystemExit(2) from None
 
 
 def dim_overrides(embed: int, ffn: int, heads: int, layers: int) -> list[str]:

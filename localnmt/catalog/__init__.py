@@ -55,7 +55,7 @@ class CatalogRow:
     #: the subset the paper scores the row on: ``test``, or ``valid`` for dev-set ablations
     split: str = "test"
     #: optimiser / schedule flags the paper states where they differ from the recipe
-    #: (``localnmt/runs/recipes.py``); reproduce passes them at paper sizes, not with
+    #: (``configs/recipes.yaml``); reproduce passes them at paper sizes, not with
     #: ``--tiny``, whose short runs need the tiny recipe's warm-up
     train_args: tuple[str, ...] = ()
 

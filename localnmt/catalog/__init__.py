@@ -111,7 +111,12 @@ def all_rows() -> list[CatalogRow]:
     names = [r.name for r in rows]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ValueError(f"duplicate catalog names: {', '.join(dupes)}")
+        papers = sorted({r.paper for r in rows if r.name in dupes})
+        files = ", ".join(f"configs/{p}.yaml" for p in papers)
+        raise ConfigError(
+            f"duplicate catalog names: {', '.join(dupes)} (in {files}: give one of the rows "
+            "another row label or a name:)"
+        )
     return rows
 
 

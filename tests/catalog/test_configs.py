@@ -118,7 +118,8 @@ def test_catalog_row_checks_name_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCALNMT_CONFIGS", str(tmp_path))
     first = paper_rows("vaswani2017")[0]
     assert first.name == "vaswani2017/table-3/transformer-base/base"
-    with pytest.raises(ValueError, match="duplicate catalog names: mypaper/table-1/baseline/base"):
+    dupe = r"duplicate catalog names: mypaper/table-1/baseline/base \(in configs/mypaper.yaml"
+    with pytest.raises(ConfigError, match=dupe):
         all_rows()
 
 

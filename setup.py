@@ -12,7 +12,11 @@ setup(
     name="localnmt",
     version="0.1.0",
     description="Local attention for fairseq NMT: Localness, GMM, CSAN, local heads",
-    packages=find_packages(include=["localnmt", "localnmt.*"]),
+    # configs/ (the experiments as data) stays at the top of the repository and is installed
+    # as the package data localnmt/configs/, where localnmt.config_files finds it
+    packages=[*find_packages(include=["localnmt", "localnmt.*"]), "localnmt.configs"],
+    package_dir={"localnmt.configs": "configs"},
+    package_data={"localnmt.configs": ["*.yaml"]},
     python_requires=">=3.10",
     install_requires=[
         "torch>=2.0",
@@ -25,6 +29,7 @@ setup(
         "janome>=0.5",
         "matplotlib>=3.7",
         "numpy",
+        "pyyaml>=5.1",
     ],
     extras_require={"dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4"]},
     entry_points={

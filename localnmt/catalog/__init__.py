@@ -1,7 +1,8 @@
 """The catalog: every named configuration of the papers, as runnable rows.
 
-Each paper has one module in this package with a ``ROWS`` list of :class:`CatalogRow`; they
-are collected here in module order. ``python -m localnmt.catalog`` prints them (``--json``
+Each paper has one YAML file in ``configs/`` (``configs/<paper>.yaml``, read and checked by
+:mod:`localnmt.catalog.files`) whose ``rows`` become :class:`CatalogRow`; :func:`all_rows`
+collects them in :data:`PAPERS` order. ``python -m localnmt.catalog`` prints them (``--json``
 for scripts). A row is an architecture plus extra command-line arguments, trained and scored
 on one task (:mod:`localnmt.catalog.tasks`: language pair or benchmark, its data-prep command and
 scoring). A table with several columns (language pairs) has one row per column and model.
@@ -9,14 +10,28 @@ scoring). A table with several columns (language pairs) has one row per column a
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 from dataclasses import asdict, dataclass, field
 
 from localnmt.catalog.tasks import DEFAULT_TASK, TASKS
+from localnmt.config_files import ConfigError
 
-PAPERS = ("vaswani2017", "yang2018", "zhang2021", "yang2019", "pande2021", "shaw2018")
+#: The order the catalog lists the papers in; a file of configs/ not named here comes after
+#: them, by name.
+PAPER_ORDER = ("vaswani2017", "yang2018", "zhang2021", "yang2019", "pande2021", "shaw2018")
+
+
+def _papers() -> tuple[str, ...]:
+    from localnmt.catalog.files import paper_files
+
+    found = paper_files()
+    return tuple(p for p in PAPER_ORDER if p in found) + tuple(
+        sorted(p for p in found if p not in PAPER_ORDER)
+    )
+
+
+#: Every paper with a file in configs/, in catalog order.
+PAPERS = _papers()
 
 
 @dataclass(frozen=True)
@@ -40,13 +55,13 @@ class CatalogRow:
     #: the subset the paper scores the row on: ``test``, or ``valid`` for dev-set ablations
     split: str = "test"
     #: optimiser / schedule flags the paper states where they differ from the recipe
-    #: (``localnmt/runs/recipes.py``); reproduce passes them at paper sizes, not with
+    #: (``configs/recipes.yaml``); reproduce passes them at paper sizes, not with
     #: ``--tiny``, whose short runs need the tiny recipe's warm-up
     train_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.paper not in PAPERS:
-            raise ValueError(f"unknown paper '{self.paper}' (valid: {', '.join(PAPERS)})")
+        if self.paper not in PAPERS and self.paper not in _papers():  # a file added since
+            raise ValueError(f"unknown paper '{self.paper}' (valid: {', '.join(_papers())})")
         if self.size not in ("base", "big"):
             raise ValueError(f"size must be base or big, got '{self.size}'")
         if self.task not in TASKS:
@@ -75,23 +90,33 @@ def make_name(paper: str, table: str, row: str, size: str, task: str = DEFAULT_T
     return f"{paper}/{slug(table)}/{slug(task)}/{slug(row)}/{size}"
 
 
+def paper_rows(paper: str) -> list[CatalogRow]:
+    """The rows of ``configs/<paper>.yaml``, in file order; a row the CatalogRow checks reject
+    is a :class:`~localnmt.config_files.ConfigError` naming the file and the row."""
+    from localnmt.catalog.files import paper_data, paper_files
+
+    rows = []
+    for i, item in enumerate(paper_data(paper)["rows"]):
+        try:
+            rows.append(CatalogRow(paper=paper, **item))
+        except ValueError as err:
+            where = f"{paper_files()[paper]}: rows[{i}] ({item['table']} / {item['row']})"
+            raise ConfigError(f"{where}: {err}") from None
+    return rows
+
+
 def all_rows() -> list[CatalogRow]:
-    """Every row of every paper module of this package, in a stable order."""
-    rows: list[CatalogRow] = []
-
-    def order(info: pkgutil.ModuleInfo) -> tuple[int, str]:
-        known = info.name in PAPERS
-        return (PAPERS.index(info.name) if known else len(PAPERS), info.name)
-
-    for info in sorted(pkgutil.iter_modules(__path__), key=order):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        rows.extend(getattr(module, "ROWS", []))
+    """Every row of every paper file of configs/, papers in :data:`PAPERS` order."""
+    rows = [row for paper in _papers() for row in paper_rows(paper)]
     names = [r.name for r in rows]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ValueError(f"duplicate catalog names: {', '.join(dupes)}")
+        papers = sorted({r.paper for r in rows if r.name in dupes})
+        files = ", ".join(f"configs/{p}.yaml" for p in papers)
+        raise ConfigError(
+            f"duplicate catalog names: {', '.join(dupes)} (in {files}: give one of the rows "
+            "another row label or a name:)"
+        )
     return rows
 
 

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
-from localnmt.catalog import all_rows
+from localnmt.catalog import PAPERS, CatalogRow, all_rows
 from localnmt.catalog.tasks import TASKS
+from localnmt.config_files import ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localnmt.catalog", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print a JSON list")
-    parser.add_argument("--paper", help="only rows of this paper (e.g. yang2018)")
+    parser.add_argument("--paper", choices=PAPERS, help="only rows of this paper (e.g. yang2018)")
     parser.add_argument("--table", help="only rows of this table (e.g. 'Table 2')")
     parser.add_argument("--task", choices=sorted(TASKS), help="only rows of this task")
     parser.add_argument("--no-params", action="store_true", help="skip parameter counts")
@@ -26,13 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    rows = [
-        r
-        for r in all_rows()
-        if (args.paper is None or r.paper == args.paper)
-        and (args.table is None or r.table.lower() == args.table.lower())
-        and (args.task is None or r.task == args.task)
-    ]
+    try:
+        rows = select(all_rows(), args.paper, args.table, args.task)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except LookupError as err:
+        parser.error(str(err))  # exit 2
     counts: dict[str, int | None] = {}
     if not args.no_params:
         from localnmt.catalog.params import count_parameters
@@ -53,6 +55,38 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(render_table(rows, counts, markdown=args.markdown))
     return 0
+
+
+def _natural(text: str) -> list:
+    """Sort key: "Table 2" before "Table 10"."""
+    parts = re.split(r"(\d+)", text.lower())
+    return [int(p) if p.isdigit() else p for p in parts]
+
+
+def select(
+    rows: list[CatalogRow], paper: str | None, table: str | None, task: str | None
+) -> list[CatalogRow]:
+    """The rows of ``paper``, ``table`` (any case) and ``task`` (None: any); a selection with
+    no row is a LookupError naming the valid choices."""
+    chosen = rows
+    for key, value in (("paper", paper), ("task", task), ("table", table)):
+        if value is None:
+            continue
+        valid = sorted({getattr(r, key) for r in chosen}, key=_natural)
+        if key == "table":
+            kept = [r for r in chosen if r.table.lower() == value.lower()]
+        else:
+            kept = [r for r in chosen if getattr(r, key) == value]
+        if not kept:
+            scope = " and ".join(
+                f"{k} {v}" for k, v in (("paper", paper), ("task", task)) if v and k != key
+            )
+            scope = f" of {scope}" if scope else ""
+            raise LookupError(
+                f"no rows with {key} {value!r}{scope} (valid: {', '.join(valid) or 'none'})"
+            )
+        chosen = kept
+    return chosen
 
 
 START, END = "<!-- catalog:start -->", "<!-- catalog:end -->"

@@ -8,9 +8,10 @@ each table so that a table reproduces with its own Δ. Table 4 (GLUE dev accurac
 SST-2, MNLI, QNLI; task ``glue``) fine-tunes the BERT-base archs of
 ``localnmt.models.roberta_local``: the first row, plain BERT-base, is the reference.
 
-The paper's "Attn params" column (Tables 2, 3) counts the encoder self-attention weight
-matrices (no biases), in millions, truncated to two decimals: :func:`encoder_attention_params`
-reproduces it (tests/test_pande_catalog.py checks every row).
+The rows are data, in ``configs/pande2021.yaml``; this module keeps the code: the paper's
+"Attn params" column (Tables 2, 3) counts the encoder self-attention weight matrices (no
+biases), in millions, truncated to two decimals, and :func:`encoder_attention_params`
+reproduces it (tests/catalog/test_pande_catalog.py checks every row).
 """
 
 from __future__ import annotations
@@ -20,75 +21,22 @@ from types import SimpleNamespace
 
 import torch
 
-from localnmt.catalog import CatalogRow
+from localnmt.catalog import paper_rows
+from localnmt.catalog.files import paper_data
 
 PAPER = "pande2021"
 
-#: row label → (table, arch, paper's encoder attention parameters in millions or None)
-_ROWS = [
-    ("Table 1", "Baseline (a)", "localnmt_base", 6.29),
-    ("Table 1", "2LocHeads All6 (b)", "pande2021_2lochead_all6", None),
-    ("Table 1", "4LocHeads All6 (c)", "pande2021_4lochead_all6", None),
-    ("Table 1", "8LocHeads First3 (d)", "pande2021_8lochead_first3", None),
-    ("Table 1", "8LocHeads Last3 (e)", "pande2021_8lochead_last3", None),
-    ("Table 1", "8LocHeads All6 (f)", "pande2021_8lochead_all6", None),
-    ("Table 2", "Baseline (a)", "localnmt_base", 6.29),
-    ("Table 2", "4LocHeads 4TiedLoc All6 (g)", "pande2021_4lochead_4tiedloc_all6", 4.71),
-    ("Table 2", "2LocHeads 6TiedLoc All6 (h)", "pande2021_2lochead_6tiedloc_all6", 3.93),
-    ("Table 2", "1LocHead 7TiedLoc All6 (i)", "pande2021_1lochead_7tiedloc_all6", 3.53),
-    ("Table 2", "1LocHead 7TiedLoc First3 (j)", "pande2021_1lochead_7tiedloc_first3", 4.91),
-    ("Table 3", "Baseline (a)", "localnmt_base", 6.29),
-    ("Table 3", "Half Tied (k)", "pande2021_half_tied", 4.78),
-    ("Table 3", "Fully Tied (l)", "pande2021_fully_tied", 3.21),
-]
+#: The rows of configs/pande2021.yaml.
+ROWS = paper_rows(PAPER)
 
-#: Paper's encoder self-attention parameter count (millions) per arch, where it prints one.
-PAPER_ATTN_PARAMS = {arch: params for _, _, arch, params in _ROWS if params is not None}
+#: Paper's encoder self-attention parameter count (millions) per arch, where it prints one
+#: (configs/pande2021.yaml, ``extra.encoder_attention_params``).
+PAPER_ATTN_PARAMS: dict[str, float] = dict(
+    paper_data(PAPER)["extra"].get("encoder_attention_params", {})
+)
 
-
-def _note(params: float | None) -> str:
-    base = (
-        "local/tied heads in the encoder only; decoder is Transformer-base; paper sizes train "
-        "with Section 5.1's Adam β2 0.997, ε 1e-9, 16k warm-up (train_args)"
-    )
-    if params is None:
-        return base
-    return f"{base}; paper encoder self-attention params {params:.2f}M (weights, no biases)"
-
-
-#: Section 5.1: Adam β = (0.9, 0.997), ε = 1e-9, Vaswani et al.'s schedule with 16k warm-up
-#: steps, whose peak is 512^-0.5 · 16000^-0.5 = 3.49e-4 (fairseq's inverse_sqrt takes the peak)
-TRAIN_ARGS = (
-    "--adam-betas", "(0.9,0.997)", "--adam-eps", "1e-09", "--warmup-updates", "16000",
-    "--lr", "0.000349",
-)  # fmt: skip
-
-ROWS = [
-    CatalogRow(
-        PAPER, table, row, "base", arch, note=_note(params), task=task, train_args=TRAIN_ARGS
-    )
-    for table in ("Table 1", "Table 2", "Table 3")
-    for task in ("wmt14_en_de", "wmt14_en_ru")
-    for t, row, arch, params in _ROWS
-    if t == table
-]
-
-#: Table 4: BERT-base (reference) and the five local-attention BERT configurations.
-GLUE_ROWS = [
-    ("BERT-base", "localnmt_roberta_base", "reference: BERT-base without local attention"),
-    ("All Band2 Untied", "pande2021_bert_band2_untied", "band2 on all 144 heads"),
-    ("All Band6 Untied", "pande2021_bert_band6_untied", "band6 on all 144 heads"),
-    ("All Band6 AllTied", "pande2021_bert_band6_alltied",
-     "band6; one Wq/Wk shared by all heads of all 12 layers"),
-    ("All Band6 132Tied", "pande2021_bert_band6_132tied",
-     "band6; Wq/Wk shared by the 132 heads of layers 1-11"),
-    ("All Band6 120Tied", "pande2021_bert_band6_120tied",
-     "band6; Wq/Wk shared by the 120 heads of layers 1-10"),
-]  # fmt: skip
-ROWS += [
-    CatalogRow(PAPER, "Table 4", row, "base", arch, note=note, task="glue", split="valid")
-    for row, arch, note in GLUE_ROWS
-]
+#: Section 5.1's optimiser flags, the ``train_args`` of the translation rows (Tables 1-3).
+TRAIN_ARGS: tuple[str, ...] = next(r.train_args for r in ROWS if r.train_args)
 
 
 @cache
@@ -129,7 +77,10 @@ def paper_rounding(count: int) -> float:
 
 
 if __name__ == "__main__":
-    for _table, _row, _arch, _params in _ROWS:
-        n = encoder_attention_params(_arch)
+    for _row in ROWS:
+        if _row.task != "wmt14_en_de":
+            continue
+        n = encoder_attention_params(_row.arch)
+        _params = PAPER_ATTN_PARAMS.get(_row.arch)
         paper = "" if _params is None else f"{_params:.2f}M"
-        print(f"{_table}  {_row:32s} {n:>10,d}  {paper_rounding(n):.2f}M  paper {paper}")
+        print(f"{_row.table}  {_row.row:32s} {n:>10,d}  {paper_rounding(n):.2f}M  paper {paper}")

@@ -1,19 +1,13 @@
 """Training hyper-parameters of the papers as fairseq-train arguments.
 
-All papers follow Vaswani et al. (2017): Adam with beta=(0.9, 0.98), eps=1e-9, the
-inverse-square-root schedule with 4000 warm-up steps, label smoothing 0.1, and a batch of
-8 GPUs x 4096 tokens (Yang et al. 2018/2019) reached here with ``--update-freq``.
-
-Peak learning rate: Vaswani's schedule ``d_model^-0.5 * min(step^-0.5, step * 4000^-1.5)``
-peaks at step 4000 at ``512^-0.5 * 4000^-0.5 = 7.0e-4`` (base) and
-``1024^-0.5 * 4000^-0.5 = 4.9e-4`` (big). fairseq's ``inverse_sqrt`` with ``--lr`` as the peak
-reproduces it, so base uses 7e-4 and big 5e-4 (fairseq's scaling-NMT recipe also uses 5e-4
-for big at this batch size; it uses 1e-3 only with a 4x larger batch). Dropout 0.1 (base) and
-0.3 (big, En-De), no weight decay, no gradient clipping, embeddings shared (joined dictionary;
-``separate_vocab``: separate source/target dictionaries, e.g. WMT17 Zh-En, share only the
-decoder's input and output embeddings). Vaswani average the last 5 (base) / 20 (big)
-checkpoints; we save every 1000 updates. ``tokens_per_update`` sets another batch than
-8 x 4096 tokens (Pande et al.'s En-Ru: 25K).
+The numbers are data, in ``configs/recipes.yaml`` (read and checked on import; its comments
+say where each comes from): the translation recipes ``base``, ``big`` (Vaswani et al. 2017,
+the papers' setting), ``cpu`` (the quickstart) and ``tiny`` (smoke tests) as :data:`RECIPES`,
+and the BERT recipes of Pande et al. (2021) Table 4 as :data:`GLUE_FINETUNE` and
+:data:`ROBERTA_PRETRAIN`. Embeddings are shared (joined dictionary; ``separate_vocab``:
+separate source/target dictionaries, e.g. WMT17 Zh-En, share only the decoder's input and
+output embeddings). ``tokens_per_update`` sets another batch than 8 x 4096 tokens (Pande et
+al.'s En-Ru: 25K).
 
 ``tiny`` and ``cpu`` shrink the model through CLI overrides of the arch's dimensions, so any
 ``--arch`` (plain fairseq or a localnmt preset) can be smoke-tested on a laptop.
@@ -22,17 +16,34 @@ checkpoints; we save every 1000 updates. ``tokens_per_update`` sets another batc
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
 
 if __package__:
+    from localnmt import config_files
     from localnmt.runs.batching import PAPER_TOKENS_PER_UPDATE, update_freq
 else:  # run as a file by train.sh: skip importing the plugin (fairseq start-up takes seconds)
+    import importlib.util
+    import sys
+
     from batching import PAPER_TOKENS_PER_UPDATE, update_freq  # type: ignore[no-redef]
+
+    _spec = importlib.util.spec_from_file_location(
+        "localnmt_config_files", Path(__file__).resolve().parents[1] / "config_files.py"
+    )
+    config_files = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+    sys.modules[_spec.name] = config_files
+    _spec.loader.exec_module(config_files)  # type: ignore[union-attr]
+
+Key = config_files.Key
+ConfigError = config_files.ConfigError
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """One training setting; ``dims`` are (embed, ffn, heads, layers) or None for the arch's."""
+    """One translation recipe; ``dims`` are (embed, ffn, heads, layers) or None for the arch's.
+    Every field is a key of ``recipes`` (or ``defaults``) in configs/recipes.yaml."""
 
     lr: float
     dropout: float
@@ -40,59 +51,142 @@ class Recipe:
     max_update: int
     max_tokens: int
     average_last: int
-    save_interval_updates: int = 0
-    keep_last: int = 5
-    scale_batch: bool = True
-    dims: tuple[int, int, int, int] | None = None
-    extra: tuple[str, ...] = field(default_factory=tuple)
+    save_interval_updates: int
+    keep_last: int
+    scale_batch: bool
+    dims: tuple[int, int, int, int] | None
+    extra: tuple[str, ...]
+    adam_betas: str
+    adam_eps: float
+    clip_norm: float
+    weight_decay: float
+    warmup_init_lr: float
+    label_smoothing: float
+    log_interval: int
 
 
-RECIPES: dict[str, Recipe] = {
-    "base": Recipe(
-        lr=7e-4,
-        dropout=0.1,
-        warmup=4000,
-        max_update=100_000,
-        max_tokens=4096,
-        average_last=5,
-        save_interval_updates=1000,
-        keep_last=20,
-    ),
-    "big": Recipe(
-        lr=5e-4,
-        dropout=0.3,
-        warmup=4000,
-        max_update=300_000,
-        max_tokens=4096,
-        average_last=20,
-        save_interval_updates=1000,
-        keep_last=20,
-    ),
-    # CPU quickstart: a shrunk base model, bounded by wall clock (--stop-time-hours).
-    "cpu": Recipe(
-        lr=1e-3,
-        dropout=0.1,
-        warmup=100,  # quickstart budgets give a few hundred updates per system on 2 cores
-        max_update=20_000,
-        max_tokens=4096,
-        average_last=0,
-        keep_last=2,
-        scale_batch=False,
-        dims=(256, 1024, 4, 3),
-    ),
-    # Smoke tests: seconds per row.
-    "tiny": Recipe(
-        lr=1e-3,
-        dropout=0.1,
-        warmup=50,
-        max_update=200,
-        max_tokens=1024,
-        average_last=2,
-        keep_last=3,
-        scale_batch=False,
-        dims=(64, 128, 4, 6),
-    ),
+@dataclass(frozen=True)
+class FinetuneRecipe:
+    """Fine-tuning a BERT on one GLUE task (configs/recipes.yaml, ``glue_finetune``);
+    ``grid`` holds the (batch size, lr) settings the paper searches."""
+
+    lr: float
+    batch_size: int
+    grid: tuple[tuple[int, float], ...]
+    warmup: int
+    max_epoch: int
+    weight_decay: float
+    clip_norm: float
+    dropout: float
+    attention_dropout: float
+    adam_betas: str
+    adam_eps: float
+    lamb_betas: str
+    lamb_eps: float
+
+
+@dataclass(frozen=True)
+class PretrainRecipe:
+    """Masked-LM pre-training of a BERT in two phases (configs/recipes.yaml,
+    ``roberta_pretrain``); warm-up is min(``max_warmup``, a tenth of a phase's updates)."""
+
+    lr: float
+    batch_per_gpu: int
+    sequences_per_update: int
+    phase1_updates: int
+    phase1_tokens_per_sample: int
+    phase2_updates: int
+    phase2_tokens_per_sample: int
+    max_warmup: int
+    weight_decay: float
+    clip_norm: float
+    dropout: float
+    attention_dropout: float
+    adam_betas: str
+    adam_eps: float
+    lamb_betas: str
+    lamb_eps: float
+
+
+_TYPES: dict[str, Key] = {
+    "float": Key(float, required=True),
+    "int": Key(int, required=True),
+    "str": Key(str, required=True),
+    "bool": Key(bool, required=True),
 }
+#: Keys of configs/recipes.yaml, and of each of its sections.
+FILE_KEYS = {
+    name: Key(dict, required=True)
+    for name in ("defaults", "recipes", "glue_finetune", "roberta_pretrain")
+}
+RECIPE_KEYS: dict[str, Key] = {
+    **{f.name: _TYPES[str(f.type)] for f in fields(Recipe) if str(f.type) in _TYPES},
+    "dims": Key((list, type(None)), required=True, items=int),
+    "extra": Key(list, required=True, items=str),
+}
+FINETUNE_KEYS: dict[str, Key] = {
+    **{f.name: _TYPES[str(f.type)] for f in fields(FinetuneRecipe) if str(f.type) in _TYPES},
+    "grid": Key(list, required=True, items=list),
+}
+PRETRAIN_KEYS: dict[str, Key] = {f.name: _TYPES[str(f.type)] for f in fields(PretrainRecipe)}
+
+
+def recipes_path() -> Path:
+    """configs/recipes.yaml (see :func:`localnmt.config_files.config_dir`)."""
+    return config_files.config_dir() / "recipes.yaml"
+
+
+def load_recipes(
+    path: Path | str | None = None,
+) -> tuple[dict[str, Recipe], FinetuneRecipe, PretrainRecipe]:
+    """The recipes of ``path`` (default configs/recipes.yaml), checked: an unknown, missing or
+    mistyped key is one :class:`~localnmt.config_files.ConfigError` naming file and key."""
+    path = Path(path) if path is not None else recipes_path()
+    data = config_files.check(config_files.read_yaml(path), FILE_KEYS, str(path))
+    optional = {k: Key(v.types, items=v.items) for k, v in RECIPE_KEYS.items()}
+    defaults = config_files.check(data["defaults"], optional, f"{path}: defaults")
+    recipes = {}
+    for name, raw in data["recipes"].items():
+        where = f"{path}: recipes.{name}"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+        item = config_files.check({**defaults, **raw}, RECIPE_KEYS, where)
+        if item["dims"] is not None and len(item["dims"]) != 4:
+            raise ConfigError(
+                f"{where}: key 'dims' must be [embed, ffn, heads, layers], got {item['dims']}"
+            )
+        item["dims"] = None if item["dims"] is None else tuple(item["dims"])
+        item["extra"] = tuple(item["extra"])
+        recipes[str(name)] = Recipe(**item)
+    where = f"{path}: glue_finetune"
+    finetune = config_files.check(data["glue_finetune"], FINETUNE_KEYS, where)
+    finetune["grid"] = tuple(_setting(s, f"{where}: key 'grid', item {i}")
+                             for i, s in enumerate(finetune["grid"]))  # fmt: skip
+    where = f"{path}: roberta_pretrain"
+    pretrain = config_files.check(data["roberta_pretrain"], PRETRAIN_KEYS, where)
+    return recipes, FinetuneRecipe(**finetune), PretrainRecipe(**pretrain)
+
+
+def _setting(item: Any, where: str) -> tuple[int, float]:
+    ok = (
+        len(item) == 2
+        and isinstance(item[0], int)
+        and not isinstance(item[0], bool)
+        and isinstance(item[1], (int, float))
+        and not isinstance(item[1], bool)
+    )
+    if not ok:
+        raise ConfigError(f"{where}: must be [batch size, learning rate], got {item!r}")
+    return int(item[0]), float(item[1])
+
+
+try:
+    RECIPES, GLUE_FINETUNE, ROBERTA_PRETRAIN = load_recipes()
+except ConfigError as _err:
+    if __name__ != "__main__":
+        raise
+    print(f"error: {_err}", file=__import__("sys").stderr)  # train.sh: one message, exit 2
+    raise SystemExit(2) from None
 
 
 def dim_overrides(embed: int, ffn: int, heads: int, layers: int) -> list[str]:
@@ -131,13 +225,13 @@ def train_args(
         "--optimizer",
         "adam",
         "--adam-betas",
-        "(0.9, 0.98)",
+        recipe.adam_betas,
         "--adam-eps",
-        "1e-09",
+        str(recipe.adam_eps),
         "--clip-norm",
-        "0.0",
+        str(recipe.clip_norm),
         "--weight-decay",
-        "0.0",
+        str(recipe.weight_decay),
         "--lr",
         str(recipe.lr),
         "--lr-scheduler",
@@ -145,13 +239,13 @@ def train_args(
         "--warmup-updates",
         str(recipe.warmup),
         "--warmup-init-lr",
-        "1e-07",
+        str(recipe.warmup_init_lr),
         "--dropout",
         str(recipe.dropout),
         "--criterion",
         "label_smoothed_cross_entropy",
         "--label-smoothing",
-        "0.1",
+        str(recipe.label_smoothing),
         "--max-tokens",
         str(tokens),
         "--update-freq",
@@ -161,7 +255,7 @@ def train_args(
         "--log-format",
         "simple",
         "--log-interval",
-        "100" if size in ("base", "big") else "10",
+        str(recipe.log_interval),
         "--no-progress-bar",
     ]
     if recipe.save_interval_updates:

@@ -17,8 +17,10 @@ from localnmt.evaluation.significance import paired_bootstrap
 
 
 def read_lines(path: Path) -> list[str]:
-    """Lines of a text file without their newlines."""
-    return Path(path).read_text(encoding="utf-8").splitlines()
+    """Lines of a text file without their newlines. Only ``\\n`` ends a line (as in fairseq
+    and the data pipelines): a U+2028 or U+0085 inside a raw reference does not split it."""
+    lines = [line.rstrip("\r") for line in Path(path).read_text(encoding="utf-8").split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:

@@ -14,6 +14,7 @@ import pytest
 from localnmt.data import parallel
 from localnmt.data.parallel import subset_sizes
 from localnmt.data.text_tokenize import tokenize_moses, tokenize_zh
+from localnmt.evaluation.scoring import read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "data"
@@ -37,6 +38,7 @@ def write(path: Path, rows: list[str], gz: bool = False) -> Path:
 def corpus(root: Path, src: str, tgt: str) -> dict[str, str]:
     """train (30 lines, source gzipped), dev (4), two test sets (3 and 3) as PREFIX.<lang>."""
     a, b = lines(src), lines(tgt)
+    b[38] = b[38].replace(" ", "\u2028", 1)  # a line separator inside a sentence is not a newline
     parts = {"train": (0, 30), "dev": (30, 34), "t1": (34, 37), "t2": (37, 40)}
     for name, (i, j) in parts.items():
         write(root / f"{name}.{src}", a[i:j], gz=name == "train")
@@ -60,15 +62,16 @@ def test_chinese_source_gz_two_test_sets_through_the_script(tmp_path):
     raw = work / "raw"
     assert (raw / "train.zh").read_text(encoding="utf-8").splitlines() == zh[:30]
     assert (raw / "test.en").read_text(encoding="utf-8").splitlines() == en[34:37]
-    assert (raw / "test1.en").read_text(encoding="utf-8").splitlines() == en[37:]
+    assert read_lines(raw / "test1.en") == [*en[37:38], en[38].replace(" ", "\u2028", 1), en[39]]
     assert (raw / "test1.zh").read_text(encoding="utf-8").splitlines() == zh[37:]
     sizes = subset_sizes(data_bin, "zh", "en", ["train", "valid", "test", "test1"])
     assert sizes == {"train": 30, "valid": 4, "test": 3, "test1": 3}
     # jieba on the Chinese side, Moses on the English side
     tok_zh = (work / "tok" / "test.zh").read_text(encoding="utf-8").splitlines()
     assert tok_zh == [tokenize_zh(s) for s in zh[34:37]]
-    tok_en = (work / "tok" / "test1.en").read_text(encoding="utf-8").splitlines()
-    assert tok_en == [tokenize_moses(s, "en") for s in en[37:]]
+    tok_en = read_lines(work / "tok" / "test1.en")
+    assert tok_en == [tokenize_moses(s, "en") for s in read_lines(raw / "test1.en")]
+    assert tok_en[1] == tokenize_moses(en[38], "en")
     meta = json.loads((data_bin / "localnmt_data.json").read_text(encoding="utf-8"))
     assert meta["src"] == "zh" and meta["tgt"] == "en"
     assert meta["tokenizer"] == {"zh": "jieba", "en": "moses"}

@@ -15,9 +15,9 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 PY="${PYTHON:-python}"
 case "${1:-}" in
   download|process) exec "$PY" -m localnmt.data.wmt14_en_de "$@" ;;
-  ""|-h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 0 ;;
+  ""|-h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}"; exit 0 ;;
 esac
-if [ $# -lt 2 ]; then sed -n '2,12p' "${BASH_SOURCE[0]}" >&2; exit 2; fi
+if [ $# -lt 2 ]; then sed -n '2,11p' "${BASH_SOURCE[0]}" >&2; exit 2; fi
 RAW="$1"; WORK="$2"; shift 2
 "$PY" -m localnmt.data.wmt14_en_de download --dir "$RAW"
 exec "$PY" -m localnmt.data.wmt14_en_de process --raw-dir "$RAW" --workdir "$WORK" "$@"

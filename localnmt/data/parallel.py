@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
-from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus, test_subsets
+from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus, subset_names
 from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
 from localnmt.data.validate import iter_lines_checked, validate_parallel
 
@@ -64,7 +64,7 @@ def resolve_inputs(
     check_langs(src, tgt)
     if not tests:
         raise DataError("--test: give at least one test prefix")
-    names = {"train": train, "valid": valid, **test_subsets(tuple(tests))}
+    names = {"train": train, "valid": valid, **subset_names(tuple(tests))}
     return {s: {lang: side_file(p, lang) for lang in (src, tgt)} for s, p in names.items()}
 
 
@@ -125,7 +125,7 @@ def prepare_parallel(
     cfg = ProcessConfig(
         src=src, tgt=tgt, bpe=bpe, bpe_size=bpe_merges, joint_bpe=not separate,
         joined_dictionary=not separate, length_clean=length_clean,
-        tests=tuple(test_subsets(tuple(tests))), workers=workers, pretokenized=pretokenized,
+        tests=tuple(subset_names(tuple(tests))), workers=workers, pretokenized=pretokenized,
         normalize_target=normalize_target,
     )  # fmt: skip
     data_bin = process_corpus(raw_dir, workdir, cfg, runner, raw_step="raw", log=log)

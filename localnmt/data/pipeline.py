@@ -59,7 +59,7 @@ def _splits(cfg: ProcessConfig) -> tuple[str, ...]:
     return ("train", "valid", *cfg.tests)
 
 
-def test_subsets(tests: tuple[str, ...]) -> dict[str, str]:
+def subset_names(tests: tuple[str, ...]) -> dict[str, str]:
     """fairseq's subset name of each test set, in order: ``test``, ``test1``, ``test2``, ..."""
     return {("test" if i == 0 else f"test{i}"): t for i, t in enumerate(tests)}
 
@@ -188,7 +188,7 @@ def _raw_subsets_step(runner: StepRunner, raw, data_bin: Path, cfg: ProcessConfi
     dest = layout_raw_dir(data_bin)
     todo = {
         (subset, lang): raw(name, lang)
-        for subset, name in test_subsets(cfg.tests).items()
+        for subset, name in subset_names(cfg.tests).items()
         for lang in (cfg.src, cfg.tgt)
         if raw(name, lang).resolve() != (dest / f"{subset}.{lang}").resolve()
     }
@@ -265,6 +265,6 @@ def metadata(cfg: ProcessConfig, models: dict[str, Path]) -> dict:
         "tokenizer": {lang: tokenizer_name(lang, cfg.pretokenized) for lang in langs},
         "normalize": {lang: cfg.normalizes(lang) for lang in langs},
         "bpe_model": {lang: models[lang].name for lang in langs},
-        "subsets": test_subsets(cfg.tests),
+        "subsets": subset_names(cfg.tests),
         "config": cfg.to_dict(),
     }

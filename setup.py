@@ -35,6 +35,7 @@ setup(
     entry_points={
         "console_scripts": [
             "localnmt-path=localnmt.paths:main",
+            "localnmt-translate=localnmt.translate:main",
         ]
     },
 )

@@ -6,7 +6,8 @@ calls the shared functions of :mod:`localnmt.evaluation.breakdown`
 (``ngram_precision_gaps``, ``bleu_by_length``). Writes ``PREFIX.md`` (system − baseline
 precision for n = 1..4, then BLEU of both systems per source-length bucket) and
 ``PREFIX.png`` (the two figures side by side). Buckets default to the six sets of Figure 7:
-(0,10], [11,20], ..., [51,∞) source words.
+(0,10], [11,20], ..., [51,∞) source words: words of ``--source-lang``'s tokeniser (jieba for
+zh, janome for ja, Moses otherwise) for raw sources, whitespace tokens without it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import argparse
 from pathlib import Path
 
 from localnmt.analysis.gmm_record import write_markdown
-from localnmt.evaluation.breakdown import bleu_by_length, ngram_precision_gaps, parse_edges
+from localnmt.evaluation.breakdown import (
+    bleu_by_length,
+    ngram_precision_gaps,
+    parse_edges,
+    source_length,
+)
 
 
 def _lines(path: str) -> list[str]:
@@ -30,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", required=True, help="baseline hypotheses")
     parser.add_argument("--system", required=True, help="system hypotheses")
     parser.add_argument("--sources", required=True, help="source sentences (for the lengths)")
+    parser.add_argument("--source-lang", help="segment raw sources with this language's "
+                        "tokeniser (default: whitespace tokens of tokenised sources)")  # fmt: skip
     parser.add_argument("--edges", default="10,20,30,40,50", help="length bucket edges")
     parser.add_argument("--out", required=True, help="output prefix: writes PREFIX.md, .png")
     args = parser.parse_args(argv)
@@ -40,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("references, hypotheses and sources differ in line count")
     gaps = ngram_precision_gaps(base, system, refs)
     edges = parse_edges(args.edges)
-    base_buckets = bleu_by_length(sources, base, refs, edges)
-    sys_buckets = bleu_by_length(sources, system, refs, edges)
+    kw = {"length": source_length(args.source_lang)} if args.source_lang else {}
+    base_buckets = bleu_by_length(sources, base, refs, edges, **kw)
+    sys_buckets = bleu_by_length(sources, system, refs, edges, **kw)
 
     out = Path(args.out)
     rows: list[list[object]] = [[f"{n}-gram precision gap", "", "", gap] for n, gap in

@@ -9,6 +9,8 @@ The locality bias of a head takes i′ = L_i, the non-local syntactic bias i′ 
 non-empty set, then over sentences. Writes ``locality_bias.tsv`` (layer, head, both scores),
 ``locality_bias_fig2.png`` (fraction of heads above thresholds 1–5) and
 ``locality_bias_fig3.png`` (heads above threshold 3: blue local, orange syntactic, purple both).
+Uses every sentence of the CoNLL-U file unless ``--max-sentences`` says otherwise, and prints
+how many sentences, words and subword tokens the scores cover.
 
     python -m localnmt.analysis.locality_bias --path ckpt.pt --data data-bin \\
         --conllu test.conllu [--bpe test.bpe.en] --out analysis/
@@ -17,6 +19,7 @@ non-empty set, then over sentences. Writes ``locality_bias.tsv`` (layer, head, b
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,17 +83,43 @@ def encode(task: Any, words: list[str], bpe: str | None) -> tuple[Tensor, list[l
     return tokens.long(), piece_spans(words, bpe)
 
 
-def locality_bias(model: Any, task: Any, conllu: str, bpe: str | None = None, limit: int = 0):
-    """``(locality, syntactic)`` bias, each ``(layers, heads)``, averaged over sentences."""
-    sentences = read_conllu(conllu)[: limit or None]
+@dataclass(frozen=True)
+class Coverage:
+    """What the averages cover: sentences used (of those in the file), their words and
+    subword tokens (without the end-of-sentence token)."""
+
+    sentences: int
+    file_sentences: int
+    words: int
+    tokens: int
+
+    def describe(self, path: str) -> str:
+        """One line for the user."""
+        return (f"used {self.sentences} of {self.file_sentences} sentences of {path} "
+                f"({self.words} words, {self.tokens} subword tokens)")  # fmt: skip
+
+
+def locality_bias(
+    model: Any, task: Any, conllu: str, bpe: str | None = None, limit: int = 0
+) -> tuple[Tensor, Tensor, Coverage]:
+    """``(locality, syntactic)`` bias, each ``(layers, heads)``, averaged over sentences (all
+    of the file, or the first ``limit``), and the :class:`Coverage` of that average."""
+    everything = read_conllu(conllu)
+    if not everything:
+        raise ValueError(f"{conllu}: no sentences")
+    sentences = everything[: limit or None]
     local_all, syn_all = [], []
+    words = tokens = 0
     for sentence, line in zip(sentences, read_bpe(bpe, len(sentences)), strict=True):
-        tokens, spans = encode(task, sentence.words, line)
-        sets = relation_sets(sentence, spans, tokens.numel())
-        local, syn = sentence_scores(encoder_attention(model, tokens), sets)
+        ids, spans = encode(task, sentence.words, line)
+        sets = relation_sets(sentence, spans, ids.numel())
+        local, syn = sentence_scores(encoder_attention(model, ids), sets)
         local_all.append(local)
         syn_all.append(syn)
-    return torch.stack(local_all).nanmean(0), torch.stack(syn_all).nanmean(0)
+        words += len(sentence.words)
+        tokens += ids.numel() - 1
+    coverage = Coverage(len(sentences), len(everything), words, tokens)
+    return torch.stack(local_all).nanmean(0), torch.stack(syn_all).nanmean(0), coverage
 
 
 def fractions_above(scores: Tensor, thresholds=THRESHOLDS) -> list[float]:
@@ -146,13 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True, help="fairseq data-bin (dictionaries)")
     parser.add_argument("--conllu", required=True, help="dependency-parsed source sentences")
     parser.add_argument("--bpe", help="the same sentences after BPE ('@@ ' marker), one a line")
-    parser.add_argument("--max-sentences", type=int, default=1000)
+    parser.add_argument("--max-sentences", type=int, default=0,
+                        help="use only the first N sentences (default 0: the whole file)")
     parser.add_argument("--threshold", type=float, default=3.0, help="Figure 3 threshold")
     parser.add_argument("--out", default="analysis", help="output folder")
     args = parser.parse_args(argv)
     model, task = load_model(args.path, args.data)
-    local, syn = locality_bias(model, task, args.conllu, args.bpe, args.max_sentences)
+    local, syn, coverage = locality_bias(model, task, args.conllu, args.bpe, args.max_sentences)
     write_outputs(local, syn, Path(args.out), args.threshold)
+    print(coverage.describe(args.conllu))
     print((Path(args.out) / "locality_bias.tsv").read_text(), end="")
     for name, scores in (("locality", local), ("syntactic", syn)):
         fracs = ", ".join(f">{t}: {f:.2f}" for t, f in zip(THRESHOLDS, fractions_above(scores)))

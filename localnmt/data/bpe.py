@@ -87,6 +87,13 @@ def _segmenter(kind: str, model: str):
     return lambda s: " ".join(sp.encode(s, out_type=str))
 
 
+def segmenter(kind: str, model: Path):
+    """The function that segments one tokenised line with a learned model (cached)."""
+    if not Path(model).is_file():
+        raise DataError(f"subword model not found: {model}")
+    return _segmenter(kind, str(model))
+
+
 def _apply_chunk(args: tuple[str, list[str]]) -> list[str]:
     key, lines = args
     kind, model = key.split("\t", 1)

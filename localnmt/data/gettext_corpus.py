@@ -148,11 +148,13 @@ def prepare_gettext_pair(
     log=print,
     locale_root: Path | None = None,
     workers: int | None = None,
+    normalize_target: bool = True,
 ) -> Path:
     """Build the gettext corpus of ``pair`` ("en-de" or "en-zh") under ``workdir``.
 
     Resumable: finished steps are skipped on a second call. Returns ``workdir/data-bin``
     (fairseq binaries with a joined dictionary, plus the subword model).
+    ``normalize_target=False`` keeps the target side's punctuation as written.
     """
     spec = pair_spec(pair)
     workdir = Path(workdir)
@@ -183,6 +185,7 @@ def prepare_gettext_pair(
     cfg = ProcessConfig(
         src=spec.src, tgt=spec.tgt, bpe=bpe, bpe_size=bpe_merges, joint_bpe=True,
         joined_dictionary=True, workers=workers or min(2, os.cpu_count() or 1),
+        normalize_target=normalize_target,
     )  # fmt: skip
     data_bin = process_corpus(raw_dir, workdir, cfg, runner, raw_step="raw", log=log)
     log(f"gettext {pair}: data-bin at {data_bin} ({time.monotonic() - t0:.1f}s; "

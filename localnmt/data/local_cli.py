@@ -46,12 +46,15 @@ def main(
     pr.add_argument("--bpe", choices=BPE_KINDS, default=config.bpe)
     pr.add_argument("--bpe-merges", type=int, default=config.bpe_size)
     pr.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    pr.add_argument("--no-target-normalize", action="store_true",
+                    help="no Moses punctuation normalisation of the target side")  # fmt: skip
     pr.add_argument("--separate", action="store_true",
                     help="separate BPE models and dictionaries per language (default: joint, "
                     "as the training recipes share all embeddings)")  # fmt: skip
     args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
-    cfg = replace(config, bpe=args.bpe, bpe_size=args.bpe_merges, workers=args.workers)
+    cfg = replace(config, bpe=args.bpe, bpe_size=args.bpe_merges, workers=args.workers,
+                  normalize_target=not args.no_target_normalize)  # fmt: skip
     if args.separate:
         cfg = replace(cfg, joint_bpe=False, joined_dictionary=False)
     try:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from localnmt.data import bpe as bpe_mod
 from localnmt.data.binarize import binarize
+from localnmt.data.layout import raw_dir as layout_raw_dir
 from localnmt.data.length_clean import clean_corpus
-from localnmt.data.steps import DataError, Log, StepRunner, write_json
-from localnmt.data.text_tokenize import tokenize_file
-from localnmt.data.validate import validate_parallel
+from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
+from localnmt.data.text_tokenize import tokenize_file, tokenizer_name
+from localnmt.data.validate import iter_lines_checked, validate_parallel
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,37 @@ class ProcessConfig:
     tests: tuple[str, ...] = ("test",)
     workers: int = 2
     extra: dict = field(default_factory=dict)
+    pretokenized: bool = False  # input already tokenised: only control characters/spaces cleaned
+    normalize_target: bool = True  # Moses punctuation normalisation of the target side
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def normalizes(self, lang: str) -> bool:
+        """Whether ``lang``'s side gets Moses punctuation normalisation."""
+        if self.pretokenized or tokenizer_name(lang) != "moses":
+            return False
+        return self.normalize_target or lang != self.tgt
+
 
 def _splits(cfg: ProcessConfig) -> tuple[str, ...]:
     return ("train", "valid", *cfg.tests)
+
+
+def subset_names(tests: tuple[str, ...]) -> dict[str, str]:
+    """fairseq's subset name of each test set, in order: ``test``, ``test1``, ``test2``, ..."""
+    return {("test" if i == 0 else f"test{i}"): t for i, t in enumerate(tests)}
+
+
+def _tok_params(cfg: ProcessConfig, lang: str) -> dict:
+    """Tokenisation step parameters (only non-default options are added, so the fingerprints
+    of corpora prepared before these options existed stay valid)."""
+    params: dict = {"lang": lang}
+    if cfg.pretokenized:
+        params["pretokenized"] = True
+    elif tokenizer_name(lang) == "moses" and not cfg.normalizes(lang):
+        params["normalize"] = False
+    return params
 
 
 def process_corpus(
@@ -75,16 +100,21 @@ def process_corpus(
     runner.run("validate", do_validate, outputs=[], params={"sizes": sizes}, deps=deps)
 
     tok_dir, bpe_dir = workdir / "tok", workdir / "bpe"
+
+    def tokenize(s: str, lang: str) -> None:
+        n = tokenize_file(
+            raw(s, lang), tok_dir / f"{s}.{lang}", lang, cfg.workers,
+            normalize=cfg.normalizes(lang), pretokenized=cfg.pretokenized,
+        )  # fmt: skip
+        log(f"  {n} lines")
+
     for s in splits:
         for lang in langs:
             runner.run(
                 f"tokenize.{s}.{lang}",
-                lambda s=s, lang=lang: log(
-                    f"  {tokenize_file(raw(s, lang), tok_dir / f'{s}.{lang}', lang, cfg.workers)}"
-                    " lines"
-                ),
+                lambda s=s, lang=lang: tokenize(s, lang),
                 outputs=[tok_dir / f"{s}.{lang}"],
-                params={"lang": lang},
+                params=_tok_params(cfg, lang),
                 deps=("validate",),
             )
     tok_deps = tuple(f"tokenize.{s}.{lang}" for s in splits for lang in langs)
@@ -147,7 +177,44 @@ def process_corpus(
         params={"joined": cfg.joined_dictionary, "tests": cfg.tests},
         deps=bpe_deps,
     )
+    _raw_subsets_step(runner, raw, data_bin, cfg, log)
     return data_bin
+
+
+def _raw_subsets_step(runner: StepRunner, raw, data_bin: Path, cfg: ProcessConfig, log) -> None:
+    """Raw text of every test set under its data-bin subset name (``raw/test1.de`` for the
+    second test set, see :mod:`localnmt.data.layout`), copied when the pipeline named it
+    otherwise (``test_filtered``, ``test2018``, ``mt04``), so scoring finds it by subset."""
+    dest = layout_raw_dir(data_bin)
+    todo = {
+        (subset, lang): raw(name, lang)
+        for subset, name in subset_names(cfg.tests).items()
+        for lang in (cfg.src, cfg.tgt)
+        if raw(name, lang).resolve() != (dest / f"{subset}.{lang}").resolve()
+    }
+    clash = sorted({s for (s, _l) in todo} & set(cfg.tests))
+    if clash:
+        raise DataError(f"test set names {cfg.tests} reuse a subset name at another position "
+                        f"({', '.join(clash)}); rename the test sets")  # fmt: skip
+    if not todo:
+        return
+
+    def copy() -> None:
+        for (subset, lang), src in todo.items():
+            n = 0
+            with atomic_open(dest / f"{subset}.{lang}") as f:
+                for line in iter_lines_checked(src):
+                    f.write(line + "\n")
+                    n += 1
+            log(f"  raw/{subset}.{lang} <- {src.name} ({n} lines)")
+
+    runner.run(
+        "raw.subsets",
+        copy,
+        outputs=[dest / f"{subset}.{lang}" for subset, lang in todo],
+        params={f"{s}.{lang}": str(p) for (s, lang), p in todo.items()},
+        deps=("validate",),
+    )
 
 
 def _clean_step(runner, d: Path, inp: str, out: str, cfg: ProcessConfig, deps, log) -> Path:
@@ -182,7 +249,22 @@ def _binarize(cfg: ProcessConfig, train: Path, bpe_dir: Path, dest: Path, models
         target = dest / model.name
         if not target.exists():
             target.write_bytes(model.read_bytes())
-    write_json(
-        dest / "localnmt_data.json",
-        {"bpe": cfg.bpe, "post_process": bpe_mod.remove_bpe_flag(cfg.bpe), "config": cfg.to_dict()},
-    )
+    write_json(dest / "localnmt_data.json", metadata(cfg, models))
+
+
+def metadata(cfg: ProcessConfig, models: dict[str, Path]) -> dict:
+    """What a translation or scoring command needs later, kept as the data-bin's
+    ``localnmt_data.json``: languages, tokeniser and normalisation per language, the subword
+    kind and model file (in the data-bin) per language, and the test sets' subset names."""
+    langs = (cfg.src, cfg.tgt)
+    return {
+        "bpe": cfg.bpe,
+        "post_process": bpe_mod.remove_bpe_flag(cfg.bpe),
+        "src": cfg.src,
+        "tgt": cfg.tgt,
+        "tokenizer": {lang: tokenizer_name(lang, cfg.pretokenized) for lang in langs},
+        "normalize": {lang: cfg.normalizes(lang) for lang in langs},
+        "bpe_model": {lang: models[lang].name for lang in langs},
+        "subsets": subset_names(cfg.tests),
+        "config": cfg.to_dict(),
+    }

@@ -22,12 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-train", type=int, default=None)
     ap.add_argument("--locale-root", type=Path, default=None, help="default /usr/share/locale")
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--no-target-normalize", action="store_true",
+                    help="no Moses punctuation normalisation of the target side")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         data_bin = prepare_gettext_pair(
             args.pair, args.workdir, bpe=args.bpe, bpe_merges=args.bpe_merges,
             max_train=args.max_train, locale_root=args.locale_root, workers=args.workers,
-            log=lambda m: print(m, flush=True),
+            normalize_target=not args.no_target_normalize, log=lambda m: print(m, flush=True),
         )  # fmt: skip
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Sentence-level tokenisation: Moses (sacremoses) for European languages, jieba for Chinese."""
+"""Sentence-level tokenisation: Moses (sacremoses) for European languages, jieba for Chinese,
+janome for Japanese; ``none`` (pre-tokenised input) only cleans control characters and spaces."""
 
 from __future__ import annotations
 
@@ -33,14 +34,18 @@ def _jieba():
     return jieba
 
 
-def tokenize_moses(text: str, lang: str) -> str:
+def tokenize_moses(text: str, lang: str, normalize: bool = True) -> str:
     """Moses punctuation normalisation + tokenisation (aggressive dash split, no escaping).
 
     No XML escaping (``&apos;`` etc.): fairseq does not need it, and detokenised output stays
-    plain text for sacrebleu.
+    plain text for sacrebleu. ``normalize=False`` skips the punctuation normalisation (quotes,
+    dashes, spaces before punctuation stay as written), so detokenised output can match raw
+    references exactly.
     """
     norm, tok = _moses(lang)
-    text = norm.normalize(_CONTROL.sub(" ", text))
+    text = _CONTROL.sub(" ", text)
+    if normalize:
+        text = norm.normalize(text)
     return tok.tokenize(text, aggressive_dash_splits=True, escape=False, return_str=True).strip()
 
 
@@ -50,20 +55,44 @@ def tokenize_zh(text: str) -> str:
     return " ".join(t for t in _jieba().lcut(text) if t.strip())
 
 
-def tokenizer_for(lang: str) -> Callable[[str], str]:
-    """The tokeniser of a language code (``zh*`` → jieba, ``ja*`` → janome, else Moses)."""
+def clean_spaces(text: str) -> str:
+    """Pre-tokenised text: control characters become spaces, runs of spaces one space."""
+    return _WS.sub(" ", _CONTROL.sub(" ", text)).strip()
+
+
+def tokenizer_name(lang: str, pretokenized: bool = False) -> str:
+    """Which tokeniser a language gets: ``jieba`` (zh*), ``janome`` (ja*), ``moses``, or
+    ``none`` for pre-tokenised input."""
+    if pretokenized:
+        return "none"
     if lang.startswith("zh"):
-        return tokenize_zh
+        return "jieba"
     if lang.startswith("ja"):
+        return "janome"
+    return "moses"
+
+
+def tokenizer_for(
+    lang: str, *, normalize: bool = True, pretokenized: bool = False
+) -> Callable[[str], str]:
+    """The tokeniser of a language code (``zh*`` → jieba, ``ja*`` → janome, else Moses, with
+    punctuation normalisation unless ``normalize=False``); ``pretokenized`` → spaces only."""
+    name = tokenizer_name(lang, pretokenized)
+    if name == "none":
+        return clean_spaces
+    if name == "jieba":
+        return tokenize_zh
+    if name == "janome":
         from localnmt.data.ja_segment import tokenize_ja
 
         return tokenize_ja
-    return lambda s: tokenize_moses(s, lang)
+    return lambda s: tokenize_moses(s, lang, normalize)
 
 
 def _tok_chunk(args: tuple[str, list[str]]) -> list[str]:
-    lang, lines = args
-    fn = tokenizer_for(lang)
+    key, lines = args
+    lang, mode = key.split("\t")
+    fn = tokenizer_for(lang, normalize=mode == "norm", pretokenized=mode == "pretok")
     return [fn(line) for line in lines]
 
 
@@ -91,11 +120,15 @@ def map_lines(
             yield from out
 
 
-def tokenize_file(inp: Path, out: Path, lang: str, workers: int = 1) -> int:
+def tokenize_file(
+    inp: Path, out: Path, lang: str, workers: int = 1, *, normalize: bool = True,
+    pretokenized: bool = False,
+) -> int:  # fmt: skip
     """Tokenise a (validated) text file line by line into ``out`` atomically."""
+    mode = "pretok" if pretokenized else "norm" if normalize else "raw"
     n = 0
     with atomic_open(out) as f:
-        for line in map_lines(_tok_chunk, lang, iter_lines_checked(inp), workers):
+        for line in map_lines(_tok_chunk, f"{lang}\t{mode}", iter_lines_checked(inp), workers):
             f.write(line + "\n")
             n += 1
     return n

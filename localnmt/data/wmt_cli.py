@@ -66,6 +66,8 @@ def main(
     pr.add_argument("--bpe", choices=BPE_KINDS, default=config.bpe)
     pr.add_argument("--bpe-merges", type=int, default=config.bpe_size)
     pr.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    pr.add_argument("--no-target-normalize", action="store_true",
+                    help="no Moses punctuation normalisation of the target side")  # fmt: skip
     pr.add_argument("--allow-missing-manual", action="store_true",
                     help="proceed without corpora that need a manual download")  # fmt: skip
     if extra_args:
@@ -76,7 +78,8 @@ def main(
         if args.cmd == "download":
             download_all(sources, args.dir, log=log)
             return 0
-        cfg = replace(config, bpe=args.bpe, bpe_size=args.bpe_merges, workers=args.workers)
+        cfg = replace(config, bpe=args.bpe, bpe_size=args.bpe_merges, workers=args.workers,
+                      normalize_target=not args.no_target_normalize)  # fmt: skip
         if getattr(args, "joint", False):
             cfg = replace(cfg, joint_bpe=True, joined_dictionary=True)
         allow = args.allow_missing_manual

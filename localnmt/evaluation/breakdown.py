@@ -55,6 +55,15 @@ def bucket_bounds(edges: Sequence[int] = (20, 40)) -> list[tuple[int, int | None
     return bounds
 
 
+def source_length(lang: str) -> Callable[[str], int]:
+    """Length of a raw source sentence in words of its own language's tokeniser: jieba for
+    Chinese, janome for Japanese, Moses otherwise (as :mod:`localnmt.data.text_tokenize`)."""
+    from localnmt.data.text_tokenize import tokenizer_for
+
+    tokenize = tokenizer_for(lang)
+    return lambda s: len(tokenize(s).split())
+
+
 def bleu_by_length(
     sources: Sequence[str],
     hyps: Sequence[str],
@@ -63,17 +72,15 @@ def bleu_by_length(
     length: Callable[[str], int] = lambda s: len(s.split()),
     metric: BLEU | None = None,
 ) -> list[Bucket]:
-    """Corpus BLEU per source-length bucket (length in whitespace tokens by default)."""
+    """Corpus BLEU per source-length bucket (length in whitespace tokens by default; raw
+    sources take :func:`source_length` of their language)."""
     if not len(sources) == len(hyps) == len(refs):
         raise ValueError("sources, hypotheses and references differ in length")
     metric = metric or BLEU()
+    lengths = [length(s) for s in sources]
     buckets: list[Bucket] = []
     for low, high, label in bucket_bounds(edges):
-        idx = [
-            i
-            for i, s in enumerate(sources)
-            if low <= length(s) and (high is None or length(s) <= high)
-        ]
+        idx = [i for i, n in enumerate(lengths) if low <= n and (high is None or n <= high)]
         score = None
         if idx:
             score = metric.corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]]).score

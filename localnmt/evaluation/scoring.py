@@ -10,15 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from localnmt.evaluation.breakdown import bleu_by_length, ngram_precision_gaps
+from localnmt.data.text_tokenize import tokenizer_name
+from localnmt.evaluation.breakdown import bleu_by_length, ngram_precision_gaps, source_length
 from localnmt.evaluation.metrics import sacrebleu_metric, sacrebleu_score, tokenized_bleu
-from localnmt.evaluation.postprocess import CJK_LANGS
 from localnmt.evaluation.significance import paired_bootstrap
 
 
 def read_lines(path: Path) -> list[str]:
-    """Lines of a text file without their newlines."""
-    return Path(path).read_text(encoding="utf-8").splitlines()
+    """Lines of a text file without their newlines. Only ``\\n`` ends a line (as in fairseq
+    and the data pipelines): a U+2028 or U+0085 inside a raw reference does not split it."""
+    lines = [line.rstrip("\r") for line in Path(path).read_text(encoding="utf-8").split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:
@@ -32,12 +34,17 @@ def score(
     lang: str,
     *,
     sources: Sequence[str] | None = None,
+    source_lang: str | None = None,
     baseline_hyps: Sequence[str] | None = None,
     edges: Sequence[int] = (20, 40),
     bootstrap_samples: int = 1000,
     seed: int = 12345,
 ) -> dict:
-    """All scores of detokenised hypotheses against raw references, as a JSON-able dict."""
+    """All scores of detokenised hypotheses against raw references, as a JSON-able dict.
+
+    ``lang`` is the target language; ``sources`` (raw source sentences, for the length
+    buckets) are segmented by ``source_lang``'s tokeniser, which they then require.
+    """
     result: dict = {
         "sentences": len(hyps),
         "sacrebleu": sacrebleu_score(hyps, refs, lang).to_dict(),
@@ -45,10 +52,12 @@ def score(
     }
     metric = sacrebleu_metric(lang)
     if sources is not None:
-        length = (lambda s: len(s.replace(" ", ""))) if lang in CJK_LANGS else None
-        kwargs = {"length": length} if length else {}
-        buckets = bleu_by_length(sources, hyps, refs, edges, metric=metric, **kwargs)
+        if not source_lang:
+            raise ValueError("length buckets need the source language (source_lang)")
+        length = source_length(source_lang)
+        buckets = bleu_by_length(sources, hyps, refs, edges, length=length, metric=metric)
         result["length_buckets"] = [b.to_dict() for b in buckets]
+        result["length_unit"] = f"{tokenizer_name(source_lang)} words of the {source_lang} source"
     if baseline_hyps is not None:
         test = paired_bootstrap(baseline_hyps, hyps, refs, metric, bootstrap_samples, seed)
         result["bootstrap"] = test.to_dict()
@@ -67,6 +76,8 @@ def summary(result: dict) -> str:
         lines.append(f"vs baseline: {b['delta']:+.2f} BLEU, p={b['p_value']:.3f} {b['marker']}")
         gaps = ", ".join(f"{g:+.2f}" for g in result["ngram_precision_gaps"])
         lines.append(f"n-gram precision gaps (1..4): {gaps}")
+    if "length_unit" in result:
+        lines.append(f"BLEU by source length ({result['length_unit']}):")
     for b in result.get("length_buckets", []):
         bleu = "-" if b["bleu"] is None else f"{b['bleu']:.2f}"
         lines.append(f"  source length {b['label']}: {b['sentences']} sentences, BLEU {bleu}")

@@ -9,7 +9,8 @@ and ``scores.json`` in the output directory::
 
     python -m localnmt.runs.evaluate --data-bin BIN --checkpoint ckpt.pt --out DIR \
         [--ref raw/test.de] [--src raw/test.en] [--baseline-hyp base/hyp.txt] [--user-dir D]
-    python -m localnmt.runs.evaluate --hyp hyp.txt --ref ref.txt --target-lang de --out DIR
+    python -m localnmt.runs.evaluate --hyp hyp.txt --ref ref.txt --target-lang de --out DIR \
+        [--src raw/test.en --source-lang en]
 """
 
 from __future__ import annotations
@@ -125,11 +126,12 @@ def evaluate_checkpoint(
     else:
         out = translated
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-    _, tgt = infer_langs(Path(data_bin), kwargs.get("subset", "test"))
+    src_lang, tgt = infer_langs(Path(data_bin), kwargs.get("subset", "test"))
     refs = read_lines(ref) if ref else out["ref_gen"]
     sources = read_lines(src) if src else out["src_gen"]
     baseline = read_lines(baseline_hyp) if baseline_hyp else None
-    result = score(out["hyp"], refs, tgt, sources=sources, baseline_hyps=baseline, **scoring)
+    result = score(out["hyp"], refs, tgt, sources=sources, source_lang=src_lang,
+                   baseline_hyps=baseline, **scoring)  # fmt: skip
     result.update(
         checkpoint=str(checkpoint),
         target_lang=tgt,
@@ -151,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ref", type=Path, help="raw references (default: fairseq T- lines)")
     p.add_argument("--src", type=Path, help="raw sources, for length buckets")
     p.add_argument("--target-lang", help="with --hyp")
+    p.add_argument("--source-lang", help="with --hyp --src: segments the sources for buckets")
     p.add_argument("--baseline-hyp", type=Path)
     p.add_argument("--subset", default="test")
     p.add_argument("--bpe", default="subword_nmt", choices=["subword_nmt", "sentencepiece", "none"])
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.hyp:
         if not (args.ref and args.target_lang):
             p.error("--hyp needs --ref and --target-lang")
+        if args.src and not args.source_lang:
+            p.error("--src needs --source-lang (length buckets count its own words)")
         baseline = read_lines(args.baseline_hyp) if args.baseline_hyp else None
         sources = read_lines(args.src) if args.src else None
         result = score(
@@ -177,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
             read_lines(args.ref),
             args.target_lang,
             sources=sources,
+            source_lang=args.source_lang,
             baseline_hyps=baseline,
             **scoring,
         )

@@ -144,6 +144,9 @@ def test_wmt14_process_on_fixtures(tmp_path, capsys):
     assert len((work / "raw" / "train.en").read_text().splitlines()) == 44
     assert len((work / "raw" / "test.de").read_text().splitlines()) == 8
     assert len((work / "raw" / "test_filtered.de").read_text().splitlines()) == 5
+    for lang in ("en", "de"):  # the filtered set's raw text also under its subset name
+        filtered = (work / "raw" / f"test_filtered.{lang}").read_text(encoding="utf-8")
+        assert (work / "raw" / f"test1.{lang}").read_text(encoding="utf-8") == filtered
     for name in ("train.en-de.en.bin", "valid.en-de.de.bin", "test.en-de.en.bin",
                  "test1.en-de.de.bin", "dict.en.txt", "bpe.codes"):  # fmt: skip
         assert (data_bin / name).exists(), name

@@ -86,6 +86,7 @@ def test_en_ru_process(tmp_path, capsys):
     tok = (work / "tok" / "train.ru").read_text(encoding="utf-8").splitlines()
     assert len(tok) == 30 and tok[0] == tokenize_moses(_lines("ru")[0], "ru")
     assert len((work / "raw" / "test2018.ru").read_text().splitlines()) == 5
+    assert (work / "raw" / "test1.ru").read_text() == (work / "raw" / "test2018.ru").read_text()
     data_bin = work / "data-bin"
     for name in ("train.en-ru.ru.bin", "valid.en-ru.en.bin", "test.en-ru.ru.bin",
                  "test1.en-ru.en.bin", "dict.ru.txt", "bpe.codes"):  # fmt: skip

@@ -1,0 +1,58 @@
+"""What a data-bin's ``localnmt_data.json`` records, read back for translation and scoring.
+
+Written by :func:`localnmt.data.pipeline.process_corpus` (every ``data_prep`` pipeline).
+Data-bins written before the per-language fields existed are read from their ``config``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from localnmt.data.bpe import model_filename
+from localnmt.data.steps import DataError
+from localnmt.data.text_tokenize import tokenizer_name
+
+FILENAME = "localnmt_data.json"
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """Languages, tokeniser and subword model of each side of a prepared corpus."""
+
+    src: str
+    tgt: str
+    tokenizer: dict[str, str]  # language → jieba | janome | moses | none
+    normalize: dict[str, bool]  # language → Moses punctuation normalisation applied
+    bpe: str  # subword_nmt | sentencepiece
+    bpe_model: dict[str, Path]  # language → model file in the data-bin
+
+
+def read_metadata(data_bin: Path) -> DataInfo:
+    """Read ``data_bin/localnmt_data.json``; one clear error when it is missing."""
+    path = Path(data_bin) / FILENAME
+    if not path.is_file():
+        raise DataError(
+            f"{path} not found: this data-bin was not made by a localnmt data_prep pipeline. "
+            "Use fairseq-interactive with --tokenizer moses --bpe subword_nmt --bpe-codes CODES "
+            "(or prepare the corpus with data_prep/prepare_parallel.sh)"
+        )
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    cfg = meta.get("config", {})
+    src, tgt = meta.get("src", cfg.get("src")), meta.get("tgt", cfg.get("tgt"))
+    langs = (src, tgt)
+    pretok = bool(cfg.get("pretokenized", False))
+    tokenizer = meta.get("tokenizer") or {lang: tokenizer_name(lang, pretok) for lang in langs}
+    normalize = meta.get("normalize") or {
+        lang: tokenizer[lang] == "moses" and (lang != tgt or cfg.get("normalize_target", True))
+        for lang in langs
+    }
+    kind = meta.get("bpe", cfg.get("bpe", "subword_nmt"))
+    models = meta.get("bpe_model") or {
+        lang: model_filename(kind) if cfg.get("joint_bpe", True) else
+        model_filename(kind, f"bpe.{lang}")
+        for lang in langs
+    }  # fmt: skip
+    return DataInfo(src, tgt, tokenizer, normalize, kind,
+                    {lang: Path(data_bin) / name for lang, name in models.items()})  # fmt: skip

@@ -1,0 +1,53 @@
+"""The BLEU ceiling that the target side's preprocessing puts on scores against raw references.
+
+A model trained on tokenised (and Moses punctuation-normalised) targets can at best produce
+``detokenise(tokenise(reference))``; SacreBLEU of that against the raw reference is the highest
+score any such model can get. Moses normalisation rewrites quotes, dashes and spaces before
+punctuation, so the ceiling is below 100; without it (``--no-target-normalize`` in the data
+pipelines) the round trip is usually exact::
+
+    python -m localnmt.evaluation.ceiling --ref W/raw/test.de --lang de
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from localnmt.data.text_tokenize import tokenizer_for
+from localnmt.evaluation.metrics import BleuResult, sacrebleu_score
+from localnmt.evaluation.postprocess import detokenize
+
+
+def round_trip(refs: Sequence[str], lang: str, normalize: bool = True) -> list[str]:
+    """What a perfect model's detokenised output is: the pipeline's tokeniser (Moses with or
+    without punctuation normalisation, jieba, janome), then the evaluation's detokeniser."""
+    tokenize = tokenizer_for(lang, normalize=normalize)
+    return [detokenize(tokenize(r), lang) for r in refs]
+
+
+def ceiling(refs: Sequence[str], lang: str, normalize: bool = True) -> BleuResult:
+    """SacreBLEU of :func:`round_trip` against the raw references."""
+    return sacrebleu_score(round_trip(refs, lang, normalize), refs, lang)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the ceiling with and without target-side punctuation normalisation."""
+    p = argparse.ArgumentParser(prog="python -m localnmt.evaluation.ceiling", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ref", type=Path, required=True, help="raw reference file")
+    p.add_argument("--lang", required=True, help="its language")
+    args = p.parse_args(argv)  # fmt: skip
+    refs = args.ref.read_text(encoding="utf-8").split("\n")
+    refs = refs[:-1] if refs and refs[-1] == "" else refs
+    for normalize in (True, False):
+        result = ceiling(refs, args.lang, normalize)
+        changed = sum(h != r for h, r in zip(round_trip(refs, args.lang, normalize), refs))
+        print(f"{'normalised  ' if normalize else 'unnormalised'} ceiling {result.score:.2f} "
+              f"({changed} of {len(refs)} lines changed; {result.signature})")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

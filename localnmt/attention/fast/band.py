@@ -209,16 +209,17 @@ class _WindowLayout:
             return gxp.reshape(bsz, heads, self.groups * self.length, dim)
         a = self.area
         inner = gxp.view(bsz, heads + 2 * a, -1, dim)[:, :, lead : lead + self.length]
-        gx = inner[:, a : a + heads].clone()
-        if a:
-            gx[:, heads - a :] += inner[:, :a]
-            gx[:, :a] += inner[:, a + heads :]
-        return gx
+        if a:  # in place: the wrapped copies' rows are disjoint from the heads they came from
+            inner[:, heads : heads + a] += inner[:, :a]
+            inner[:, a : 2 * a] += inner[:, a + heads :]
+        return inner[:, a : a + heads]
 
 
 class _BlockWindows(torch.autograd.Function):
     """Keys → (B, nb, H, G·span, d): each query block's key window per group, cut from
-    neighbouring blocks (of neighbouring heads, in the head-area layout: no stacked copy).
+    neighbouring blocks. In the head-area layout each head's window is cut once and the
+    ``G`` neighbouring heads' windows are read through an overlapping strided view (no copy
+    per group).
     Its backward adds the window gradients into one zero tensor (autograd's pad / select /
     slice backwards would allocate a zero tensor per piece: half of the layer's time at
     T = 512 on CPU)."""
@@ -227,7 +228,20 @@ class _BlockWindows(torch.autograd.Function):
     def forward(ctx: Any, x: Tensor, layout: _WindowLayout) -> Tensor:
         ctx.layout, ctx.shape = layout, x.shape
         xp, heads = layout.padded(x), x.size(1)
-        return torch.cat([layout.piece(xp, heads, *p) for p in layout.pieces], dim=-2)
+        if not layout.head_area:
+            return torch.cat([layout.piece(xp, heads, *p) for p in layout.pieces], dim=-2)
+        # one window per padded head (B, nb, H + 2a, span, d); head h's G groups are the
+        # windows of padded heads h … h + G - 1, consecutive rows: an overlapping view
+        wide = heads + 2 * layout.area
+        windows = torch.cat(
+            [layout.piece(xp, wide, 0, o, lo, hi) for g, o, lo, hi in layout.pieces if g == 0],
+            dim=-2,
+        )
+        bsz, nb, _, span, dim = windows.shape
+        return windows.as_strided(
+            (bsz, nb, heads, layout.groups * span, dim),
+            (windows.stride(0), windows.stride(1), span * dim, dim, 1),
+        )
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:

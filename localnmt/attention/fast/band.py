@@ -8,9 +8,14 @@ through autograd (unfold's backward is a scatter-add), so no T×T tensor is ever
 
 Handles: bands (ints or per-head tensors; several intersect), key padding (left or right:
 within a sentence, real-token positions differ by the same amount as indices), the causal
-triangle, dropout, and stacked key groups from a ``transform`` (2D-CSAN: ``G`` groups of ``Tk``
-keys sharing positions; every group gets the same band). Declines dense masks, biases, and
-problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as fast: docs/design.md, bench/).
+triangle, dropout, and stacked key groups from a ``transform`` (``G`` groups of ``Tk`` keys
+sharing positions; every group gets the same band). 2D-CSAN's groups are neighbouring heads:
+the kernel takes the unstacked keys (``ctx.extras[HEAD_AREA]``), cuts each head's window once
+and reads head ``h``'s ``G`` windows (heads ``h - a … h + a``, wrapped) as consecutive rows of
+an overlapping strided view, so no stacked ``G·T`` key copy is made. SDPA runs over
+``(B·nb)`` blocks × ``H`` heads, so the mask broadcasts over heads when the band does. Declines
+dense masks, biases, and problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as
+fast: docs/design.md, bench/).
 
 Outputs at padded queries are finite but not the reference's (both are never read: every later
 attention masks padded keys); tests compare real queries and gradients.

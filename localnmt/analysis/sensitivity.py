@@ -14,11 +14,17 @@ model in eval mode. Writes ``sensitivity.tsv`` (per sentence and layer) and
 
     python -m localnmt.analysis.sensitivity --path ckpt.pt --data data-bin \\
         --conllu test.conllu [--bpe test.bpe.en] --out analysis/
+
+Every sentence of the CoNLL-U file by default (``--max-sentences N``: the first N); the
+command prints how many sentences and tokens it used. The Jacobian is never held whole: its
+rows come in chunks of batched vector–Jacobian products (``torch.func``), within
+``--memory-mb`` per chunk (``--method reference``: the first, all-at-once implementation).
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +57,52 @@ def layer_inputs(model: Any, tokens: Tensor) -> list[Tensor]:
     return captured
 
 
-def jacobian_norms(attention: Any, x: Tensor) -> Tensor:
-    """``β (T, T)``: Frobenius norm of ``∂Y[i]/∂X[j]`` for self-attention ``attention``."""
+#: Default memory budget of one chunk of vector–Jacobian products (MiB).
+MEMORY_MB = 512
+
+
+def jacobian_norms(
+    attention: Any, x: Tensor, method: str = "chunked", memory_mb: int = MEMORY_MB
+) -> Tensor:
+    """``β (T, T)``: Frobenius norm of ``∂Y[i]/∂X[j]`` for self-attention ``attention``.
+
+    ``method="chunked"`` (default): one forward, then the ``T·C`` vector–Jacobian products
+    (one per output coordinate ``Y[i, c]``) batched with ``torch.func.vmap`` in chunks sized to
+    ``memory_mb``; each chunk's rows ``∂Y[i, c]/∂X`` are squared and summed into ``β²[i, :]``
+    at once, so memory is bounded whatever ``T``. ``method="reference"``: the full Jacobian
+    at once (``torch.autograd.functional.jacobian``), ``T²·C²`` floats."""
+    if method == "reference":
+        return _jacobian_norms_reference(attention, x)
+    if method != "chunked":
+        raise ValueError(f"method={method!r}: use 'chunked' or 'reference'")
+    t, dim = x.size(0), x.size(-1)
+
+    def f(inp: Tensor) -> Tensor:
+        # need_weights: the dense reference path, whose every backward op has a vmap rule
+        return attention(inp, inp, inp, need_weights=True)[0]
+
+    _, vjp_fn = torch.func.vjp(f, x)
+    rows = t * dim
+    chunk = max(1, min(rows, memory_mb * 2**20 // _bytes_per_product(attention, t, dim)))
+    beta2 = x.new_zeros(t, t)
+    for start in range(0, rows, chunk):
+        index = torch.arange(start, min(start + chunk, rows), device=x.device)
+        cotangents = torch.zeros(index.numel(), rows, dtype=x.dtype, device=x.device)
+        cotangents[torch.arange(index.numel()), index] = 1.0  # e_(i, c), i = index // C
+        (grads,) = torch.func.vmap(vjp_fn)(cotangents.view(-1, *x.shape))  # (n, T, 1, C)
+        beta2.index_add_(0, index // dim, grads.pow(2).sum(dim=-1).view(-1, t))
+    return beta2.sqrt()
+
+
+def _bytes_per_product(attention: Any, t: int, dim: int) -> int:
+    """Rough float32 memory of one batched vector–Jacobian product: a few ``(H, T, T)``
+    attention-sized and ``(T, C)`` activation-sized tensors."""
+    heads = int(getattr(attention, "num_heads", 1))
+    return 4 * (8 * heads * t * t + 12 * t * dim)
+
+
+def _jacobian_norms_reference(attention: Any, x: Tensor) -> Tensor:
+    """The first implementation: the whole Jacobian ``(T, 1, C, T, 1, C)`` at once."""
 
     def f(inp: Tensor) -> Tensor:
         return attention(inp, inp, inp, need_weights=False)[0]
@@ -76,11 +126,38 @@ def gammas(beta: Tensor, sets: RelationSets) -> dict[str, float]:
     return out
 
 
+@dataclass
+class Coverage:
+    """What an analysis used: sentences (of how many in the file) and source tokens."""
+
+    sentences: int = 0
+    in_file: int = 0
+    words: int = 0
+    pieces: int = 0  # word pieces, end-of-sentence included
+
+    def __str__(self) -> str:
+        return (
+            f"{self.sentences} of {self.in_file} sentences, {self.words} words, "
+            f"{self.pieces} tokens (word pieces incl. </s>)"
+        )
+
+
 def sensitivity(
-    model: Any, task: Any, conllu: str, bpe: str | None = None, limit: int = 0
+    model: Any,
+    task: Any,
+    conllu: str,
+    bpe: str | None = None,
+    limit: int = 0,
+    method: str = "chunked",
+    memory_mb: int = MEMORY_MB,
+    coverage: Coverage | None = None,
 ) -> list[list[dict[str, float]]]:
-    """Per sentence, per layer: ``{'local': γ, 'syntactic': γ, 'unrelated': γ}``."""
-    sentences = read_conllu(conllu)[: limit or None]
+    """Per sentence, per layer: ``{'local': γ, 'syntactic': γ, 'unrelated': γ}``; every
+    sentence of ``conllu`` unless ``limit`` > 0. ``coverage``, if given, is filled in."""
+    every = read_conllu(conllu)
+    sentences = every[: limit or None]
+    coverage = coverage if coverage is not None else Coverage()
+    coverage.in_file = len(every)
     results = []
     for sentence, line in zip(sentences, read_bpe(bpe, len(sentences)), strict=True):
         tokens, spans = encode(task, sentence.words, line)
@@ -88,10 +165,13 @@ def sensitivity(
         inputs = layer_inputs(model, tokens)
         results.append(
             [
-                gammas(jacobian_norms(layer.self_attn, x), sets)
+                gammas(jacobian_norms(layer.self_attn, x, method, memory_mb), sets)
                 for layer, x in zip(model.encoder.layers, inputs, strict=True)
             ]
         )
+        coverage.sentences += 1
+        coverage.words += len(sentence.words)
+        coverage.pieces += tokens.numel()
     return results
 
 
@@ -137,11 +217,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True, help="fairseq data-bin (dictionaries)")
     parser.add_argument("--conllu", required=True, help="dependency-parsed source sentences")
     parser.add_argument("--bpe", help="the same sentences after BPE ('@@ ' marker), one a line")
-    parser.add_argument("--max-sentences", type=int, default=100)
+    parser.add_argument(
+        "--max-sentences", type=int, default=0, help="first N sentences only (default: all)"
+    )
+    parser.add_argument(
+        "--method",
+        choices=("chunked", "reference"),
+        default="chunked",
+        help="chunked vector-Jacobian products (bounded memory) or the whole Jacobian at once",
+    )
+    parser.add_argument(
+        "--memory-mb", type=int, default=MEMORY_MB, help="memory budget of one chunk (MiB)"
+    )
     parser.add_argument("--out", default="analysis", help="output folder")
     args = parser.parse_args(argv)
+    if args.max_sentences < 0 or args.memory_mb < 1:
+        parser.error("--max-sentences must be >= 0 and --memory-mb >= 1")
     model, task = load_model(args.path, args.data)
-    results = sensitivity(model, task, args.conllu, args.bpe, args.max_sentences)
+    coverage = Coverage()
+    results = sensitivity(
+        model, task, args.conllu, args.bpe, args.max_sentences, args.method, args.memory_mb,
+        coverage,
+    )  # fmt: skip
+    print(f"sensitivity over {coverage}")
     print(write_outputs(results, Path(args.out)), end="")
     return 0
 

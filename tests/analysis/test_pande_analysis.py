@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from localnmt import testing
@@ -75,6 +76,31 @@ def test_jacobian_norms_match_per_pair_gradients():
         torch.testing.assert_close(beta[i], grad.pow(2).sum((1, 2)).sqrt(), atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "spec,heads",
+    [
+        ("", 2),  # plain attention: fused SDPA in the reference
+        ("local_heads[masks=band1;global]", 2),  # Pande's local heads (post stage)
+        ("csan_2d[window=3]", 4),  # a transform (stacked neighbouring heads) and a band
+    ],
+)
+@pytest.mark.parametrize("memory_mb", [512, 0])  # 0: one vector–Jacobian product a chunk
+def test_chunked_jacobian_norms_equal_the_reference(spec, heads, memory_mb):
+    """The chunked vmap implementation gives the first (whole-Jacobian) one's numbers."""
+    from localnmt.attention.spec import build_modifiers, parse_spec
+
+    torch.manual_seed(1)
+    e, t = 8, 7
+    site = AttentionSite("encoder_self", 0, 1, e, heads)
+    mods = build_modifiers(parse_spec(spec), site) if spec else None
+    attn = LocalAttention(e, heads, site=site, modifiers=mods, self_attention=True).eval()
+    x = torch.randn(t, 1, e)
+    want = sensitivity.jacobian_norms(attn, x, method="reference")
+    got = sensitivity.jacobian_norms(attn, x, method="chunked", memory_mb=memory_mb)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    assert got.shape == (t, t) and (got > 0).any()
+
+
 def test_gammas_eq5_to_7():
     beta = torch.arange(36.0).view(6, 6)
     sets = conllu.RelationSets(
@@ -89,7 +115,7 @@ def test_gammas_eq5_to_7():
     assert g["syntactic"] != g["syntactic"]  # NaN: no query has a syntactic set
 
 
-def test_commands_on_a_tiny_trained_model(tiny_data, tmp_path):
+def test_commands_on_a_tiny_trained_model(tiny_data, tmp_path, capsys):
     result = testing.train(
         tiny_data, tmp_path / "ckpt", "pande2021_2lochead_all6", max_update=3,
         extra=["--encoder-layers", "2", "--decoder-layers", "1", "--encoder-attention-heads", "8"],
@@ -111,8 +137,12 @@ def test_commands_on_a_tiny_trained_model(tiny_data, tmp_path):
     for value in local[:2] + local[8:10]:
         assert abs(value - sum(best) / 3) < 1e-3
     assert all(v < sum(best) / 3 for v in local[2:8])  # global heads spread attention
+    capsys.readouterr()
     assert sensitivity.main([*common, "--out", str(out)]) == 0
     rows = (out / "sensitivity.tsv").read_text().splitlines()
-    assert len(rows) == 1 + 3 * 2
+    assert len(rows) == 1 + 3 * 2  # every sentence of the file by default, 2 layers
+    words = [len(s.words) for s in conllu.read_conllu(str(CONLLU))]
+    printed = capsys.readouterr().out
+    assert f"3 of 3 sentences, {sum(words)} words, {sum(words) + 3} tokens" in printed
     for name in ("locality_bias_fig2.png", "locality_bias_fig3.png", "sensitivity.png"):
         assert (out / name).stat().st_size > 1000

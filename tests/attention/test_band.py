@@ -103,3 +103,76 @@ def test_low_precision():
     out = band_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), torch.full((4,), 5),
                          torch.full((4,), 5), pad, block=8)  # fmt: skip
     assert torch.isfinite(out.float()).all()
+
+
+def stacked(x, groups):
+    """Plain restatement of eq. 7–8's key layout: group g of head h is head (h + g - G//2)
+    mod H, wrapping around at the edge heads, stacked along the key axis."""
+    heads = x.size(1)
+    parts = [x[:, [(h + g - groups // 2) % heads for h in range(heads)]] for g in range(groups)]
+    return torch.cat(parts, dim=2)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize(
+    "left,right,heads,area",
+    [
+        ([5] * 4, [5] * 4, 4, 1),  # 2D-CSAN's default: 3 heads × 11 keys
+        ([1, 12, 0, 3], [2, 0, 12, 3], 4, 1),  # per-head bands, wider than a block
+        ([2] * 5, [2] * 5, 5, 2),  # area = every head (each seen once), edge heads wrap
+    ],
+)
+def test_head_area_reads_neighbouring_heads_in_place(side, left, right, heads, area):
+    """Head-area layout (k, v (B, H, T, d), no stacked copy) == dense softmax over the stacked
+    neighbouring heads' windows: outputs at real queries and gradients of q, k, v."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(3, heads, 45, 8, generator=g).requires_grad_() for _ in range(3))
+    _, _, _, pad, _ = inputs(side)
+    groups = 2 * area + 1
+    lt, rt = torch.tensor(left), torch.tensor(right)
+    got = band_attention(q, k, v, lt, rt, key_padding_mask=pad, area=area, block=8)
+    kpad = pad.repeat(1, groups)
+    want = dense_band(q, stacked(k, groups), stacked(v, groups), lt, rt, kpad, groups=groups)
+    real = ~pad[:, None, :, None]
+    torch.testing.assert_close(got * real, want * real, atol=1e-5, rtol=1e-5)
+    weight = torch.randn_like(got)
+    g1 = torch.autograd.grad((got * real * weight).sum(), (q, k, v))
+    g2 = torch.autograd.grad((want * real * weight).sum(), (q, k, v))
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_csan_2d_kernel_takes_the_head_area_path():
+    """Through the pipeline, 2D-CSAN's band kernel gets the unstacked keys (area=1), and the
+    stacked keys the dense path sees are a view, not three copies."""
+    from localnmt.attention import kernels
+    from localnmt.attention.context import AttentionSite
+    from localnmt.attention.fast import band
+    from localnmt.attention.methods.csan import area_view
+    from localnmt.attention.pipeline import LocalAttention
+    from localnmt.attention.spec import build_modifiers, parse_spec
+
+    site = AttentionSite("encoder_self", 0, 1, 32, 4)
+    mods = build_modifiers(parse_spec("csan_2d[window=5]"), site)
+    att = LocalAttention(32, 4, site=site, modifiers=mods, self_attention=True)
+    seen = []
+    original = band.band_attention
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("area"))
+        return original(*args, **kwargs)
+
+    band.band_attention = spy
+    try:
+        x = torch.randn(40, 2, 32)
+        with kernels.forced_kernel("band"):
+            fast, _ = att(x, x, x, need_weights=False)
+    finally:
+        band.band_attention = original
+    dense, _ = att(x, x, x, need_weights=True)
+    assert seen == [1]
+    torch.testing.assert_close(fast, dense, atol=1e-5, rtol=1e-5)
+    keys = torch.randn(2, 4, 6, 8)
+    view = area_view(keys, 3)
+    assert view._base is not None and view.untyped_storage().nbytes() == 2 * 6 * 6 * 8 * 4
+    torch.testing.assert_close(view, stacked(keys, 3), atol=0, rtol=0)

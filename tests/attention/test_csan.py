@@ -15,19 +15,23 @@ from localnmt.attention.spec import build_modifiers, parse_spec
 E, H = 32, 4
 
 
-def make_attention(spec: str, kind: str = "encoder_self", seed: int = 0) -> LocalAttention:
+def make_attention(
+    spec: str, kind: str = "encoder_self", seed: int = 0, heads: int = H
+) -> LocalAttention:
     torch.manual_seed(seed)
-    site = AttentionSite(kind, 0, 6, E, H, max_positions=64)
+    embed = heads * (E // H)
+    site = AttentionSite(kind, 0, 6, embed, heads, max_positions=64)
     return LocalAttention(
-        E, H, site=site, modifiers=build_modifiers(parse_spec(spec), site), self_attention=True
-    )
+        embed, heads, site=site, modifiers=build_modifiers(parse_spec(spec), site),
+        self_attention=True,
+    )  # fmt: skip
 
 
-def padded_batch(side: str, lengths=(9, 14, 5), seed: int = 1):
+def padded_batch(side: str, lengths=(9, 14, 5), seed: int = 1, embed: int = E):
     """Random (T, B, E) input and (B, T) padding mask with ``side`` padding."""
     g = torch.Generator().manual_seed(seed)
     t = max(lengths)
-    x = torch.randn(t, len(lengths), E, generator=g)
+    x = torch.randn(t, len(lengths), embed, generator=g)
     pad = torch.ones(len(lengths), t, dtype=torch.bool)
     for b, n in enumerate(lengths):
         if side == "left":
@@ -39,28 +43,29 @@ def padded_batch(side: str, lengths=(9, 14, 5), seed: int = 1):
 
 def reference(att: LocalAttention, x, pad, window: int, area: int = 1) -> torch.Tensor:
     """Eq. 4–6 (area=1) and eq. 7–9: per sentence, real tokens only, plain loops over heads."""
-    d = E // H
+    heads, embed = att.num_heads, att.embed_dim
+    d = embed // heads
     out = torch.zeros_like(x)
     for b in range(x.size(1)):
         real = (~pad[b]).nonzero().squeeze(1)
         xs = x[real, b]  # (I, E): positions 0..I-1 from the first real token
-        q = (xs @ att.q_proj.weight.T + att.q_proj.bias).view(-1, H, d)
-        k = (xs @ att.k_proj.weight.T + att.k_proj.bias).view(-1, H, d)
-        v = (xs @ att.v_proj.weight.T + att.v_proj.bias).view(-1, H, d)
+        q = (xs @ att.q_proj.weight.T + att.q_proj.bias).view(-1, heads, d)
+        k = (xs @ att.k_proj.weight.T + att.k_proj.bias).view(-1, heads, d)
+        v = (xs @ att.v_proj.weight.T + att.v_proj.bias).view(-1, heads, d)
         n = xs.size(0)
-        heads_out = torch.zeros(n, H, d)
-        for h in range(H):
+        heads_out = torch.zeros(n, heads, d)
+        for h in range(heads):
             for i in range(n):
                 lo, hi = max(0, i - window // 2), min(n, i + window // 2 + 1)  # truncated edges
                 keys, values = [], []
                 for off in range(-(area // 2), area // 2 + 1):
-                    hh = (h + off) % H  # wrap-around over heads, keys and values alike
+                    hh = (h + off) % heads  # wrap-around over heads, keys and values alike
                     keys.append(k[lo:hi, hh])
                     values.append(v[lo:hi, hh])
                 kk, vv = torch.cat(keys), torch.cat(values)
                 p = torch.softmax(kk @ q[i, h] / math.sqrt(d), dim=0)
                 heads_out[i, h] = p @ vv
-        out[real, b] = att.out_proj(heads_out.reshape(n, E))
+        out[real, b] = att.out_proj(heads_out.reshape(n, embed))
     return out
 
 
@@ -68,11 +73,16 @@ def reference(att: LocalAttention, x, pad, window: int, area: int = 1) -> torch.
 @pytest.mark.parametrize("kernel", [None, "band"])
 @pytest.mark.parametrize(
     "spec,window,area",
-    [("csan_1d[window=5]", 5, 1), ("csan_1d", 11, 1), ("csan_2d[window=3]", 3, 3)],
+    [
+        ("csan_1d[window=5]", 5, 1),
+        ("csan_1d", 11, 1),
+        ("csan_2d[window=3]", 3, 3),
+        ("csan_2d[window=5,area_heads=5]", 5, 5),  # 5 heads: every head once, edges wrap
+    ],
 )
 def test_matches_equations(spec, window, area, side, kernel):
-    att = make_attention(spec)
-    x, pad = padded_batch(side)
+    att = make_attention(spec, heads=5 if area == 5 else H)
+    x, pad = padded_batch(side, embed=att.embed_dim)
     expected = reference(att, x, pad, window, area)
     with kernels.forced_kernel(kernel):
         got, _ = att(x, x, x, key_padding_mask=pad, need_weights=kernel is None)

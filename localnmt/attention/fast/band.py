@@ -8,9 +8,14 @@ through autograd (unfold's backward is a scatter-add), so no T×T tensor is ever
 
 Handles: bands (ints or per-head tensors; several intersect), key padding (left or right:
 within a sentence, real-token positions differ by the same amount as indices), the causal
-triangle, dropout, and stacked key groups from a ``transform`` (2D-CSAN: ``G`` groups of ``Tk``
-keys sharing positions; every group gets the same band). Declines dense masks, biases, and
-problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as fast: docs/design.md, bench/).
+triangle, dropout, and stacked key groups from a ``transform`` (``G`` groups of ``Tk`` keys
+sharing positions; every group gets the same band). 2D-CSAN's groups are neighbouring heads:
+the kernel takes the unstacked keys (``ctx.extras[HEAD_AREA]``), cuts each head's window once
+and reads head ``h``'s ``G`` windows (heads ``h - a … h + a``, wrapped) as consecutive rows of
+an overlapping strided view, so no stacked ``G·T`` key copy is made. SDPA runs over
+``(B·nb)`` blocks × ``H`` heads, so the mask broadcasts over heads when the band does. Declines
+dense masks, biases, and problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as
+fast: docs/design.md, bench/).
 
 Outputs at padded queries are finite but not the reference's (both are never read: every later
 attention masks padded keys); tests compare real queries and gradients.
@@ -27,6 +32,7 @@ from torch import Tensor
 
 from localnmt.attention import kernels
 from localnmt.attention.kernels import AttentionProblem, register_kernel
+from localnmt.attention.methods.csan import HEAD_AREA, HeadArea
 
 #: Query block size. 32 measured best of {16, 32, 64} on the 2-core CPU (bench/band_attention.py).
 BLOCK = 32
@@ -66,15 +72,27 @@ def band_attention(
     groups: int = 1,
     dropout_p: float = 0.0,
     block: int = BLOCK,
+    area: int | None = None,
 ) -> Tensor:
     """``softmax(q·kᵀ restricted to -left ≤ j-i ≤ right, real keys) · v`` in index space.
 
-    ``q``: ``(B, H, T, d)`` pre-scaled; ``k``/``v``: ``(B, H, G·T, d)`` (``G = groups`` stacked
-    key groups over the same ``T`` positions); ``left``/``right``: ``(H,)`` int64, finite;
-    ``key_padding_mask``: ``(B, G·T)`` bool, True = padding. Returns ``(B, H, T, d)``.
+    ``q``: ``(B, H, T, d)`` pre-scaled; ``left``/``right``: ``(H,)`` int64, finite. Keys and
+    values come in one of two layouts:
+
+    - stacked: ``k``/``v`` ``(B, H, G·T, d)``, ``G = groups`` key groups over the same ``T``
+      positions;
+    - head area (``area = a``, 2D-CSAN eq. 7–9): ``k``/``v`` ``(B, H, T, d)``, and group ``g``
+      of head ``h`` is head ``(h + g - a) mod H``, read in place (``groups`` is ``2a + 1``).
+
+    ``key_padding_mask``: ``(B, G·T)`` or ``(B, T)`` bool, True = padding. Returns
+    ``(B, H, T, d)``.
     """
     bsz, heads, tq, dim = q.shape
-    tk = k.size(2) // groups
+    if area is not None:
+        groups = 2 * area + 1
+        tk = k.size(2)
+    else:
+        tk = k.size(2) // groups
     assert tk == tq, "band attention needs self-attention (Tq == Tk)"
     reach_l = max(int(left.max()), 0)
     reach_r = max(int(right.max()), 0)
@@ -82,8 +100,6 @@ def band_attention(
     tpad = nblocks * block
     span = block + reach_l + reach_r
     extra = tpad - tq
-
-    qb = F.pad(q, (0, 0, 0, extra)).view(bsz, heads, nblocks, block, dim)
 
     nl, nr = -(-reach_l // block), -(-reach_r // block)
     # rows of the concatenated neighbouring blocks b-nl … b+nr that form the window
@@ -95,36 +111,47 @@ def band_attention(
             lo, hi = max(first, o * block), min(stop, (o + 1) * block)
             if lo < hi:
                 pieces.append((g, o, lo - o * block, hi - o * block))
-    layout = _WindowLayout(groups, tk, block, nblocks, nl, nr, extra, tuple(pieces))
-    kw, vw = _BlockWindows.apply(k, layout), _BlockWindows.apply(v, layout)
+    layout = _WindowLayout(
+        groups, tk, block, nblocks, nl, nr, extra, tuple(pieces), area or 0, area is not None
+    )
+    # SDPA batch = (B·nb), heads = H: the mask broadcasts over heads when the band does
+    kw, vw = _BlockWindows.apply(k, layout), _BlockWindows.apply(v, layout)  # (B, nb, H, S, d)
+    qb = F.pad(q, (0, 0, 0, extra)) if extra else q
+    qb = qb.unflatten(2, (nblocks, block)).transpose(1, 2)  # (B, nb, H, C, d)
     # static band: query r of a block meets window slot s at relative offset s - L - r
     rel = torch.arange(span, device=q.device)[None, :] - reach_l
     rel = rel - torch.arange(block, device=q.device)[:, None]  # (C, span)
-    allowed = (rel[None] >= -left.view(-1, 1, 1)) & (rel[None] <= right.view(-1, 1, 1))
-    allowed = allowed.repeat(1, 1, groups).view(1, heads, 1, block, groups * span)
+    uniform = bool((left == left[0]).all() and (right == right[0]).all())
+    lh, rh = (left[:1], right[:1]) if uniform else (left, right)
+    allowed = (rel[None] >= -lh.view(-1, 1, 1)) & (rel[None] <= rh.view(-1, 1, 1))
+    mheads = allowed.size(0)
+    allowed = allowed.repeat(1, 1, groups).view(1, 1, mheads, block, groups * span)
     # real keys: inside the sequence and not padding
     real = torch.ones(bsz, groups, tk, dtype=torch.bool, device=q.device)
     if key_padding_mask is not None:
-        real = ~key_padding_mask.view(bsz, groups, tk)
+        real = ~key_padding_mask.view(bsz, -1, tk).expand(bsz, groups, tk)
     real = F.pad(real, (reach_l, extra + reach_r), value=False).unfold(2, span, block)
-    real = real.permute(0, 2, 1, 3).reshape(bsz, 1, nblocks, 1, groups * span)
-    allowed = allowed & real
+    real = real.permute(0, 2, 1, 3).reshape(bsz, nblocks, 1, 1, groups * span)
+    allowed = allowed & real  # (B, nb, H or 1, C, G·span)
     nonempty = allowed.any(dim=-1, keepdim=True)  # rows with no allowed key give 0 (kernels.py)
-    allowed = allowed | ~nonempty
-    # fused SDPA over (B·H·nb) independent blocks: its CPU kernels beat small batched GEMMs
-    batch = bsz * heads * nblocks
+    all_nonempty = bool(nonempty.all())
+    if not all_nonempty:
+        allowed = allowed | ~nonempty
+    # fused SDPA over (B·nb) independent blocks: its CPU kernels beat small batched GEMMs
+    batch = bsz * nblocks
+    keys = groups * span
     out = F.scaled_dot_product_attention(
-        qb.reshape(batch, 1, block, dim),
-        kw.reshape(batch, 1, groups * span, dim),
-        vw.reshape(batch, 1, groups * span, dim),
-        attn_mask=allowed.expand(bsz, heads, nblocks, block, groups * span).reshape(
-            batch, 1, block, groups * span
-        ),
+        qb.reshape(batch, heads, block, dim),
+        kw.view(batch, heads, keys, dim),
+        vw.view(batch, heads, keys, dim),
+        attn_mask=allowed.view(batch, mheads, block, keys),
         dropout_p=dropout_p,
         scale=1.0,
-    )
-    out = out.view(bsz, heads, nblocks, block, dim) * nonempty.to(out.dtype)
-    return out.view(bsz, heads, tpad, dim)[:, :, :tq]
+    ).view(bsz, nblocks, heads, block, dim)
+    if not all_nonempty:
+        out = out * nonempty.to(out.dtype)
+    out = out.transpose(1, 2).reshape(bsz, heads, tpad, dim)
+    return out[:, :, :tq] if extra else out
 
 
 @dataclass(frozen=True)
@@ -139,42 +166,98 @@ class _WindowLayout:
     after: int  # nr: padding blocks after it (plus ``extra`` rows)
     extra: int
     pieces: tuple[tuple[int, int, int, int], ...]
+    area: int = 0  # a: heads wrapped on each side (head-area layout)
+    head_area: bool = False  # keys (B, H, T, d), group g = head h + g - a (mod H)
 
     def padded(self, x: Tensor) -> Tensor:
-        """(B, H, G·T, d) → (B, H, G, nb + nl + nr, C, d), zero-padded."""
+        """Stacked (B, H, G·T, d) → (B, H, G, nbt, C, d), or head area (B, H, T, d) →
+        (B, H + 2a, nbt, C, d) with heads wrapped around; zero-padded in time."""
         bsz, heads, _, dim = x.shape
-        x = F.pad(
-            x.view(bsz, heads, self.groups, self.length, dim),
-            (0, 0, self.before * self.block, self.extra + self.after * self.block),
-        )
-        return x.view(bsz, heads, self.groups, -1, self.block, dim)
+        lead, tail = self.before * self.block, self.extra + self.after * self.block
+        if not self.head_area:
+            x = F.pad(x.view(bsz, heads, self.groups, self.length, dim), (0, 0, lead, tail))
+            return x.view(bsz, heads, self.groups, -1, self.block, dim)
+        a = self.area
+        xp = x.new_empty(bsz, heads + 2 * a, lead + self.length + tail, dim)
+        xp[:, :, :lead].zero_()
+        xp[:, :, lead + self.length :].zero_()
+        inner = xp[:, :, lead : lead + self.length]
+        inner[:, a : a + heads] = x
+        if a:
+            inner[:, :a] = x[:, heads - a :]
+            inner[:, a + heads :] = x[:, :a]
+        return xp.view(bsz, heads + 2 * a, -1, self.block, dim)
+
+    def padded_shape(self, shape: torch.Size) -> tuple[int, ...]:
+        """The shape :meth:`padded` returns for an input of ``shape``."""
+        bsz, heads, _, dim = shape
+        nbt = self.nblocks + self.before + self.after
+        if self.head_area:
+            return (bsz, heads + 2 * self.area, nbt, self.block, dim)
+        return (bsz, heads, self.groups, nbt, self.block, dim)
+
+    def piece(self, xp: Tensor, heads: int, g: int, o: int, lo: int, hi: int) -> Tensor:
+        """``(B, nb, H, hi - lo, d)`` view: rows lo…hi of block b + o - nl of group g."""
+        nb = self.nblocks
+        if self.head_area:
+            part = xp[:, g : g + heads, o : o + nb, lo:hi]
+        else:
+            part = xp[:, :, g, o : o + nb, lo:hi]
+        return part.transpose(1, 2)
+
+    def fold(self, gxp: Tensor, heads: int) -> Tensor:
+        """Adjoint of :meth:`padded`: the gradient of the input from that of the padded keys."""
+        bsz, dim = gxp.size(0), gxp.size(-1)
+        lead = self.before * self.block
+        if not self.head_area:
+            gxp = gxp.view(bsz, heads, self.groups, -1, dim)[:, :, :, lead : lead + self.length]
+            return gxp.reshape(bsz, heads, self.groups * self.length, dim)
+        a = self.area
+        inner = gxp.view(bsz, heads + 2 * a, -1, dim)[:, :, lead : lead + self.length]
+        if a:  # in place: the wrapped copies' rows are disjoint from the heads they came from
+            inner[:, heads : heads + a] += inner[:, :a]
+            inner[:, a : 2 * a] += inner[:, a + heads :]
+        return inner[:, a : a + heads]
 
 
 class _BlockWindows(torch.autograd.Function):
-    """(B, H, G·T, d) → (B, H, nb, G·span, d): each query block's key window per group, cut
-    from neighbouring blocks. Its backward adds the window gradients into one zero tensor
-    (autograd's pad / select / slice backwards would allocate a zero tensor per piece: half
-    of the layer's time at T = 512 on CPU)."""
+    """Keys → (B, nb, H, G·span, d): each query block's key window per group, cut from
+    neighbouring blocks. In the head-area layout each head's window is cut once and the
+    ``G`` neighbouring heads' windows are read through an overlapping strided view (no copy
+    per group).
+    Its backward adds the window gradients into one zero tensor (autograd's pad / select /
+    slice backwards would allocate a zero tensor per piece: half of the layer's time at
+    T = 512 on CPU)."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, layout: _WindowLayout) -> Tensor:
         ctx.layout, ctx.shape = layout, x.shape
-        xp, nb = layout.padded(x), layout.nblocks
-        return torch.cat([xp[:, :, g, o : o + nb, a:b] for g, o, a, b in layout.pieces], dim=-2)
+        xp, heads = layout.padded(x), x.size(1)
+        if not layout.head_area:
+            return torch.cat([layout.piece(xp, heads, *p) for p in layout.pieces], dim=-2)
+        # one window per padded head (B, nb, H + 2a, span, d); head h's G groups are the
+        # windows of padded heads h … h + G - 1, consecutive rows: an overlapping view
+        wide = heads + 2 * layout.area
+        windows = torch.cat(
+            [layout.piece(xp, wide, 0, o, lo, hi) for g, o, lo, hi in layout.pieces if g == 0],
+            dim=-2,
+        )
+        bsz, nb, _, span, dim = windows.shape
+        return windows.as_strided(
+            (bsz, nb, heads, layout.groups * span, dim),
+            (windows.stride(0), windows.stride(1), span * dim, dim, 1),
+        )
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-        layout, nb = ctx.layout, ctx.layout.nblocks
-        bsz, heads, _, dim = ctx.shape
-        gxp = grad.new_zeros(bsz, heads, layout.groups, nb + layout.before + layout.after,
-                             layout.block, dim)  # fmt: skip
+        layout = ctx.layout
+        heads = ctx.shape[1]
+        gxp = grad.new_zeros(layout.padded_shape(ctx.shape))
         start = 0
         for g, o, a, b in layout.pieces:
-            gxp[:, :, g, o : o + nb, a:b] += grad[..., start : start + b - a, :]
+            layout.piece(gxp, heads, g, o, a, b).add_(grad[..., start : start + b - a, :])
             start += b - a
-        gxp = gxp.view(bsz, heads, layout.groups, -1, dim)
-        gx = gxp[:, :, :, layout.before * layout.block :][:, :, :, : layout.length]
-        return gx.reshape(ctx.shape), None
+        return layout.fold(gxp, heads), None
 
 
 @register_kernel("band", priority=20)
@@ -196,13 +279,23 @@ def band_kernel(problem: AttentionProblem) -> Tensor | None:
         return None  # band as wide as the sequence: dense is cheaper
     if int(left.max()) >= tq or int(right.max()) >= tq:
         left, right = left.clamp(max=tq), right.clamp(max=tq)
+    k, v, area = problem.k, problem.v, None
+    head_area = problem.ctx.extras.get(HEAD_AREA)
+    if (
+        isinstance(head_area, HeadArea)
+        and k is head_area.k_view
+        and v is head_area.v_view
+        and groups == 2 * head_area.half + 1
+    ):
+        k, v, area = head_area.k, head_area.v, head_area.half  # neighbouring heads in place
     return band_attention(
         problem.q,
-        problem.k,
-        problem.v,
+        k,
+        v,
         left,
         right,
         key_padding_mask=problem.key_padding_mask,
         groups=groups,
         dropout_p=problem.dropout_p,
+        area=area,
     )

@@ -11,7 +11,10 @@ SAN padding never does. We read it as ordinary masked padding.)
 2D-CSAN (eq. 7–9): the query of head h attends to the ``M+1``-key windows of heads
 ``h-N/2 … h+N/2`` with one softmax over all ``(N+1)(M+1)`` candidates. ``transform`` stacks the
 neighbouring heads' keys and values as ``(B, H, (N+1)·Tk, d)`` (group ``g`` = head offset
-``g - N/2``) and ``restrict`` returns the same band over every group.
+``g - N/2``) and ``restrict`` returns the same band over every group. The stack is a strided
+view of one head-padded copy (heads wrapped, ``(B, H + N, T, d)``), not ``N+1`` copies, and
+``ctx.extras[HEAD_AREA]`` keeps the unstacked keys so the band kernel reads the neighbouring
+heads in place (fast/band.py).
 
 Edge heads: wrap-around (circular over heads) for keys AND values. The authors' code wraps
 keys but replicates values at the edges, so the value paired with a key is not that key's
@@ -27,12 +30,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
 from localnmt.attention.context import AttentionContext, AttentionSite, BandMask
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 
 #: ``ctx.extras`` key: number of key groups stacked along the key axis by a transform (2D).
 KEY_GROUPS = "key_groups"
+#: ``ctx.extras`` key: the :class:`HeadArea` behind 2D-CSAN's stacked keys (kernels read it).
+HEAD_AREA = "head_area"
+
+
+@dataclass
+class HeadArea:
+    """2D-CSAN's key set before stacking: group ``g`` of head ``h`` is head ``(h + g - half)
+    mod H`` of ``k``/``v`` ``(B, H, T, d)``; ``k_view``/``v_view`` are the stacked views put in
+    the context (a kernel checks them to know no later transform replaced the keys)."""
+
+    half: int
+    k: Tensor
+    v: Tensor
+    k_view: Tensor
+    v_view: Tensor
 
 
 def _check_window(name: str, window: int, site: AttentionSite) -> None:
@@ -114,8 +133,13 @@ class Csan2D(AttentionModifier):
 
     def transform(self, ctx: AttentionContext) -> None:
         groups = self.options.area_heads
-        ctx.k = expand_heads(ctx.k, groups, self.head_selection)
-        ctx.v = expand_heads(ctx.v, groups, self.head_selection)
+        if self.head_selection is None and KEY_GROUPS not in ctx.extras:
+            k, v = ctx.k, ctx.v
+            ctx.k, ctx.v = area_view(k, groups), area_view(v, groups)
+            ctx.extras[HEAD_AREA] = HeadArea(groups // 2, k, v, ctx.k, ctx.v)
+        else:
+            ctx.k = expand_heads(ctx.k, groups, self.head_selection)
+            ctx.v = expand_heads(ctx.v, groups, self.head_selection)
         if ctx.key_padding_mask is not None:
             ctx.key_padding_mask = ctx.key_padding_mask.repeat(1, groups)
         ctx.key_positions = ctx.key_positions.repeat(1, groups)
@@ -139,3 +163,17 @@ def expand_heads(
         parts = [torch.where(keep, part, x) for part in parts]
     bsz, heads, t, dim = x.shape
     return torch.stack(parts, dim=2).reshape(bsz, heads, groups * t, dim)
+
+
+def area_view(x: Tensor, groups: int) -> Tensor:
+    """The layout of :func:`expand_heads` without selection, as a view: heads wrapped once
+    (``(B, H + G - 1, T, d)``, one copy), then group ``g`` of head ``h`` is padded head
+    ``h + g``: a window of ``G`` heads (``unfold``) whose ``(G, T)`` axes merge without a copy.
+    """
+    bsz, heads, t, dim = x.shape
+    half = groups // 2
+    if half == 0:
+        return x
+    wrapped = torch.cat([x[:, heads - half :], x, x[:, :half]], dim=1)
+    windows = wrapped.unfold(1, groups, 1)  # (B, H, T, d, G)
+    return windows.permute(0, 1, 4, 2, 3).reshape(bsz, heads, groups * t, dim)

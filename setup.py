@@ -30,6 +30,7 @@ setup(
     entry_points={
         "console_scripts": [
             "localnmt-path=localnmt.paths:main",
+            "localnmt-train=localnmt.runs.train:main",
         ]
     },
 )

@@ -11,6 +11,7 @@ from localnmt.catalog.tasks import GLUE_TASKS, TASKS
 from localnmt.runs.errors import UsageError, cli
 from localnmt.runs.reproduce.plan import (
     Plan,
+    check_references,
     choose_tasks,
     is_data_bin,
     ordered,
@@ -93,6 +94,9 @@ def reproduce(args: argparse.Namespace) -> list[Path] | None:
             "reads <data-root>/<task>/ (or run one --task at a time)"
         )
     plans = [plan_task(t, groups[t], args, check=not args.dry_run) for t in chosen]
+    if not args.dry_run:
+        for plan in plans:
+            check_references(plan, args)
     if args.dry_run:
         for plan in plans:
             dry_run(plan, args)

@@ -173,11 +173,22 @@ def plan_task(
             "single-reference BLEU on subset test: no NIST references "
             "(refs/subsets.json) next to the data"
         )
-    if check and plan.data is not None:
-        if not is_data_bin(plan.data):
-            raise _missing(task, args, f"{plan.data} has no dict.*.txt (no fairseq data-bin)")
-        references(plan.data, plan.subset, args)  # stops now when the references are missing
     return plan
+
+
+def check_references(plan: Plan, args: argparse.Namespace) -> None:
+    """Stop (exit 2) now, before any training, when a translation plan's data-bin lacks the
+    subset to score or its raw references (the gettext corpus is checked once built)."""
+    if not plan.task.is_translation or plan.data is None or plan.refs is not None:
+        return
+    if not is_data_bin(plan.data):
+        raise _missing(plan.task, args, f"{plan.data} has no dict.*.txt (no fairseq data-bin)")
+    if not any(plan.data.glob(f"{plan.subset}.*-*.*.idx")):
+        raise UsageError(
+            f"{plan.data} has no subset {plan.subset!r} ({plan.subset}.<src>-<tgt>.*.idx); "
+            "choose another with --subset. Nothing was trained."
+        )
+    references(plan.data, plan.subset, args)
 
 
 def prepare_data(args: argparse.Namespace, plan: Plan) -> tuple[Path, References]:

@@ -22,6 +22,7 @@ import argparse
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,9 +140,17 @@ def check_data_bin(data: str | Path) -> None:
         raise UsageError(f"{path} has no dict.*.txt, so it is no fairseq data-bin; {hint}")
 
 
-def run_logged(cmd: list[str], log_file: Path, *, append: bool = False, echo: bool = True) -> int:
+def run_logged(
+    cmd: list[str],
+    log_file: Path,
+    *,
+    append: bool = False,
+    echo: bool = True,
+    on_line: Callable[[str], None] | None = None,
+) -> int:
     """Run ``cmd`` with stdout and stderr streamed, line by line, to ``log_file`` (and to this
-    process's stdout with ``echo``); returns the exit status."""
+    process's stdout with ``echo``, and to ``on_line``, e.g. a progress display); returns the
+    exit status."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "a" if append else "w", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
@@ -155,6 +164,8 @@ def run_logged(cmd: list[str], log_file: Path, *, append: bool = False, echo: bo
                 if echo:
                     sys.stdout.write(line)
                     sys.stdout.flush()
+                if on_line is not None:
+                    on_line(line.rstrip("\n"))
         return proc.returncode
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,12 +123,14 @@ def train_run(
     name: str = "train",
     log: Log = print,
     echo: bool = False,
+    on_line: Callable[[str], None] | None = None,
 ) -> TrainRun:
     """Train ``arch`` on ``data_bin`` into ``run_dir/checkpoints`` unless an identical run is
     done; ``args`` are extra fairseq-train arguments (after the recipe's, so they win).
 
     ``runner``: the :class:`StepRunner` whose markers record the step (default: one on
-    ``run_dir``); ``name`` its step name. ``echo`` also copies fairseq's output to stdout.
+    ``run_dir``); ``name`` its step name. ``echo`` also copies fairseq's output to stdout,
+    ``on_line`` receives each of its lines (progress displays).
     Raises :class:`localnmt.runs.errors.UsageError` (exit 2) when ``data_bin`` is no data-bin,
     :class:`TrainFailed` when fairseq fails."""
     run_dir = Path(run_dir)
@@ -156,7 +158,7 @@ def train_run(
         if resume:
             log(f"  resuming from {ckpt_dir / 'checkpoint_last.pt'}")
         log(f"  training {arch} (log {train_log})")
-        status = run_logged(cmd, train_log, append=resume, echo=echo)
+        status = run_logged(cmd, train_log, append=resume, echo=echo, on_line=on_line)
         if status != 0:
             tail = train_log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
             raise TrainFailed(

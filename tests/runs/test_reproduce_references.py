@@ -66,8 +66,8 @@ def test_missing_raw_reference_stops_before_training(two_test_sets, tmp_path, ca
     assert not work.exists()
     args = reproduce.parse_args([*argv, "--score-against-targets"])
     refs = references(two_test_sets, "test1", args)  # the explicit choice: logged and noted
-    assert refs.ref is None and refs.src == two_test_sets.parent / "raw" / "test1.en"
-    assert "--score-against-targets" in refs.notes[0]
+    assert refs.ref is None and refs.src is None  # raw/test1.en is missing too
+    assert "--score-against-targets" in refs.notes[0] and "test1.en missing" in refs.notes[1]
     assert "note: references: fairseq's post-processed targets" in capsys.readouterr().out
 
 

@@ -139,6 +139,13 @@ def test_dry_run_glue(catalog, tmp_path, capsys):
         assert "-m localnmt.runs.glue_finetune" in cmd and f"--data {tmp_path}/glue/{task} " in cmd
         assert f"--restore-file {ckpt} " in cmd and "--batch-size 32 --lr 1e-4" in cmd
     assert "--valid-subset valid,valid1" in fine[2] and "--valid-subset" not in fine[0]
+    from localnmt.runs.glue_runs import plan_row
+    from localnmt.runs.reproduce.run import glue_step_key
+
+    row = {"arch": "pande2021_bert_band2_untied", "name": "r"}
+    steps = plan_row(row, tmp_path, tmp_path / "r", grid=True).steps
+    keys = [glue_step_key(s, tmp_path / "r") for s in steps]
+    assert len(set(keys)) == len(keys) == 17 and keys[:2] == ["pretrain", "QQP_bsz32_lr1e-4"]
     grid = _commands(_run(capsys, "pande2021", "Table 4", *common, "--glue-grid"))
     assert len(grid) == 6 * (1 + 4 * 4)
     assert sum("--batch-size 128 --lr 2e-4" in c for c in grid) == 6 * 4

@@ -160,6 +160,12 @@ def glue_options(args: argparse.Namespace) -> dict:
     )  # fmt: skip
 
 
+def glue_step_key(step, run_dir: Path) -> str:
+    """The step's marker name, one per output folder: ``pretrain``, ``SST-2`` or, with the
+    grid, ``SST-2_bsz32_lr1e-4``."""
+    return step.log.parent.relative_to(run_dir).as_posix().replace("/", "_")
+
+
 def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
     """Pre-train and fine-tune every row (Pande et al. Table 4); returns the results page.
     Each command is a step keyed by its command line (a changed setting reruns it and the
@@ -188,9 +194,9 @@ def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
                 if run_logged(step.cmd, step.log, echo=False) != 0:
                     raise RuntimeError(f"{step.name} failed; see {step.log}")
 
-            deps = () if step.name == "pretrain" else ("pretrain",)
-            runner.run(step.name.replace(" ", "_"), run, outputs=[step.output],
-                       params=step.cmd, deps=deps)  # fmt: skip
+            key = glue_step_key(step, run_dir)
+            deps = () if key == "pretrain" else ("pretrain",)
+            runner.run(key, run, outputs=[step.output], params=step.cmd, deps=deps)
         scores[row["name"]] = row_scores(glue)
         params[row["name"]] = read_train_log(glue.steps[0].log).params
     return glue_page(args, plan, baselines, scores, params, seconds=time.time() - start)

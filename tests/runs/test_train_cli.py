@@ -3,6 +3,7 @@ GPU needed), update-freq from tokens per update, and the errors a user meets fir
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -107,3 +108,24 @@ def test_train_sh_is_a_wrapper(tmp_path) -> None:
                          capture_output=True, text=True)  # fmt: skip
     assert res.returncode == 2 and "localnmt-train: data directory" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_slurm_template_launches_localnmt_train(tmp_path) -> None:
+    """The sbatch script on a fake two-node allocation (stub srun/scontrol): node 1's line."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'node-a\\nnode-b\\n'\n")
+    (bin_dir / "srun").write_text('#!/bin/sh\nshift\nexec "$@"\n')  # drop --kill-on-bad-exit
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_SUBMIT_DIR": str(REPO),
+           "SLURM_GPUS_PER_NODE": "h100:4", "SLURM_JOB_NODELIST": "node-[a-b]",
+           "SLURM_NNODES": "2", "SLURM_NODEID": "1", "PYTHON": sys.executable}  # fmt: skip
+    res = subprocess.run(["bash", str(REPO / "scripts" / "slurm_multinode.sbatch"), "BIN", "CK",
+                          "--no-user-dir", "--dry-run"], capture_output=True, text=True,
+                         env=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    cmd = shlex.split(res.stdout)
+    assert cmd[3:13] == ["--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "4",
+                         "--master_addr", "node-a", "--master_port", "29500"]  # fmt: skip
+    assert _value(cmd, "--distributed-world-size") == "8" and _value(cmd, "--update-freq") == "1"

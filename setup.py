@@ -36,6 +36,7 @@ setup(
         "console_scripts": [
             "localnmt-path=localnmt.paths:main",
             "localnmt-translate=localnmt.translate:main",
+            "localnmt-train=localnmt.runs.train:main",
         ]
     },
 )

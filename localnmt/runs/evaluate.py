@@ -9,8 +9,14 @@ and ``scores.json`` in the output directory::
 
     python -m localnmt.runs.evaluate --data-bin BIN --checkpoint ckpt.pt --out DIR \
         [--ref raw/test.de] [--src raw/test.en] [--baseline-hyp base/hyp.txt] [--user-dir D]
+    python -m localnmt.runs.evaluate --average-dir CKPT_DIR --average 5 [--by-update] \
+        --data-bin BIN --out DIR ...
     python -m localnmt.runs.evaluate --hyp hyp.txt --ref ref.txt --target-lang de --out DIR \
         [--src raw/test.en --source-lang en]
+
+``--average-dir`` averages the last N checkpoints of a run into ``DIR/checkpoint_avg.pt`` and
+evaluates that. ``--user-dir`` defaults to this plugin when it imports (``none``: no plugin).
+Arguments not listed here go to fairseq-generate.
 """
 
 from __future__ import annotations
@@ -143,6 +149,18 @@ def evaluate_checkpoint(
     return result
 
 
+def _average(run_dir: Path, n: int, by_update: bool, out: Path) -> Path:
+    """Average the last ``n`` checkpoints of ``run_dir`` into ``out/checkpoint_avg.pt``."""
+    import torch
+
+    from localnmt.runs.average_checkpoints import average_checkpoints, last_n_checkpoints
+
+    path = out / "checkpoint_avg.pt"
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(average_checkpoints(last_n_checkpoints(run_dir, n, by_update=by_update)), path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     """CLI: evaluate a checkpoint, or score an existing hypothesis file with ``--hyp``."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -160,11 +178,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--detok", default="moses", choices=["moses", "none"])
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--lenpen", type=float, default=0.6)
-    p.add_argument("--user-dir")
+    p.add_argument("--user-dir", default="auto", help="plugin directory; auto (default) or none")
+    p.add_argument("--average-dir", type=Path, help="average the last checkpoints of this run")
+    p.add_argument("--average", type=int, default=5, help="with --average-dir: how many")
+    p.add_argument(
+        "--by-update", action="store_true", help="with --average-dir: update checkpoints"
+    )
     p.add_argument("--length-buckets", default="20,40", help="bucket edges")
     p.add_argument("--bootstrap-samples", type=int, default=1000)
     p.add_argument("--seed", type=int, default=12345)
     args, extra = p.parse_known_args(argv)
+    if args.average_dir:
+        try:
+            args.checkpoint = _average(args.average_dir, args.average, args.by_update, args.out)
+        except (OSError, ValueError) as err:
+            p.error(str(err))
     scoring = {
         "edges": parse_edges(args.length_buckets),
         "bootstrap_samples": args.bootstrap_samples,
@@ -190,7 +218,9 @@ def main(argv: list[str] | None = None) -> None:
         (args.out / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     else:
         if not (args.data_bin and args.checkpoint):
-            p.error("give --data-bin and --checkpoint, or --hyp")
+            p.error("give --data-bin and --checkpoint (or --average-dir), or --hyp")
+        from localnmt.paths import resolve_user_dir
+
         result = evaluate_checkpoint(
             args.data_bin,
             args.checkpoint,
@@ -203,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
             detok=args.detok,
             beam=args.beam,
             lenpen=args.lenpen,
-            user_dir=args.user_dir,
+            user_dir=resolve_user_dir(args.user_dir),
             extra=extra,
             **scoring,
         )

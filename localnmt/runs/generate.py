@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from localnmt.paths import default_user_dir  # noqa: F401  (the one --user-dir helper)
+
 _LINE = re.compile(r"^([HTS])-(\d+)\t")
 
 
@@ -112,21 +114,3 @@ def ordered(found: dict[int, str], expected: int | None = None) -> list[str]:
             f"(missing ids: {missing[:10]})"
         )
     return [found[i] for i in range(n)]
-
-
-def default_user_dir() -> str | None:
-    """The plugin directory for ``--user-dir`` once the plugin package imports, else None."""
-    import importlib
-    import importlib.util
-
-    from localnmt.paths import PACKAGE_DIR
-
-    if not (PACKAGE_DIR / "__init__.py").exists():
-        return None
-    try:
-        found = importlib.util.find_spec("localnmt.models") is not None
-        if found:
-            importlib.import_module("localnmt.models")
-    except Exception:  # a plugin that does not import is no plugin
-        return None
-    return str(PACKAGE_DIR) if found else None

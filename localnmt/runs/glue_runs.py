@@ -8,24 +8,24 @@ Data layout (``--data``, default ``runs/data/glue``)::
     DATA/<TASK>/     data_prep/prepare_glue.sh output for QQP, SST-2, MNLI, QNLI (built with
                      the pre-training dictionary)
 
-Per row: ``scripts/roberta_pretrain.sh`` (128-token phase, then 512), then
-``scripts/glue_finetune.sh`` per task from the 512-token checkpoint. The paper picks batch
-size in {32, 128} and learning rate in {1e-4, 2e-4} per task: ``grid=True`` runs the four and
-keeps the best dev accuracy, else the scripts' default (32, 1e-4) runs alone. MNLI is
+Per row: ``python -m localnmt.runs.roberta_pretrain`` (128-token phase, then 512), then
+``python -m localnmt.runs.glue_finetune`` per task from the 512-token checkpoint. The paper
+picks batch size in {32, 128} and learning rate in {1e-4, 2e-4} per task: ``grid=True`` runs
+the four and keeps the best dev accuracy, else the scripts' default (32, 1e-4) runs alone. MNLI is
 validated on matched (``valid``, the number reported) and mismatched (``valid1``) dev sets.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from localnmt.catalog.tasks import GLUE_TASKS
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PRETRAIN_SH = REPO_ROOT / "scripts" / "roberta_pretrain.sh"
-FINETUNE_SH = REPO_ROOT / "scripts" / "glue_finetune.sh"
+PRETRAIN = [sys.executable, "-m", "localnmt.runs.roberta_pretrain"]
+FINETUNE = [sys.executable, "-m", "localnmt.runs.glue_finetune"]
 #: (batch size, learning rate) choices of the paper (Section 5.1).
 GRID = ((32, "1e-4"), (32, "2e-4"), (128, "1e-4"), (128, "2e-4"))
 DEFAULT_SETTING = (32, "1e-4")
@@ -39,12 +39,12 @@ _VALID = re.compile(r"valid on '(\w+)' subset \|(.*)$")
 
 @dataclass
 class Step:
-    """One command of a row's run: skipped when ``done`` exists."""
+    """One command of a row's run; ``output`` is the checkpoint it leaves when it succeeds."""
 
     name: str
     cmd: list[str]
     log: Path
-    done: Path
+    output: Path
     task: str | None = None  # the GLUE task of a fine-tuning step
     setting: tuple[int, str] | None = None
 
@@ -89,7 +89,7 @@ def plan_row(
         common += ["--optimizer", "adam"]  # no apex probing needed for a smoke test
     model_args = [*row.get("args", []), *(TINY_MODEL if tiny else []), *(extra or [])]
     pre_dir = run_dir / "pretrain"
-    pretrain = ["bash", str(PRETRAIN_SH), "--data", str(data / "pretrain"), "--save-dir",
+    pretrain = [*PRETRAIN, "--data", str(data / "pretrain"), "--save-dir",
                 str(pre_dir), *common, *(TINY_PRETRAIN if tiny else [])]  # fmt: skip
     # tiny: no 2K-sequence accumulation; keep the few packed blocks of a tiny corpus
     tiny_pre = ["--update-freq", "1", "--required-batch-size-multiple", "1"]
@@ -97,12 +97,12 @@ def plan_row(
     if pre_extra:
         pretrain += ["--", *pre_extra]
     plan = GluePlan(row)
-    plan.steps.append(Step("pretrain", pretrain, pre_dir / "train.log", pre_dir / "pretrain.done"))
     restore = pre_dir / "seq512" / "checkpoint_last.pt"
+    plan.steps.append(Step("pretrain", pretrain, pre_dir / "train.log", restore))
     for task in tasks:
         for bsz, lr in GRID if grid else (DEFAULT_SETTING,):
             out = run_dir / task / (f"bsz{bsz}_lr{lr}" if grid else "")
-            cmd = ["bash", str(FINETUNE_SH), "--data", str(data / task), "--save-dir",
+            cmd = [*FINETUNE, "--data", str(data / task), "--save-dir",
                    str(out / "checkpoints"), "--restore-file", str(restore), *common]  # fmt: skip
             if tiny:
                 cmd += TINY_FINETUNE
@@ -114,7 +114,8 @@ def plan_row(
             if tiny:
                 ft_extra += ["--max-update", "3"]
             cmd += ["--", *ft_extra]
-            step = Step(f"finetune {task}", cmd, out / "train.log", out / "finetune.done", task)
+            ckpt = out / "checkpoints" / "checkpoint_last.pt"
+            step = Step(f"finetune {task}", cmd, out / "train.log", ckpt, task)
             step.setting = (bsz, lr)
             plan.steps.append(step)
     return plan

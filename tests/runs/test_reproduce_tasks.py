@@ -37,7 +37,9 @@ def _run(capsys, *argv: str) -> str:
 
 
 def _commands(out: str) -> list[str]:
-    return [line for line in out.splitlines() if line.startswith("bash ")]
+    """Printed commands: localnmt-train lines, GLUE's Python entry points."""
+    starts = ("localnmt-train ", shlex.quote(sys.executable) + " -m ")
+    return [line for line in out.splitlines() if line.startswith(starts)]
 
 
 def test_first_task_by_default_and_others_named(catalog, tmp_path, capsys):
@@ -88,17 +90,21 @@ def test_dry_run_en_ru_tokens_per_update(catalog, tmp_path, capsys):
     assert len(ru) == 5 and all("--tokens-per-update 25000" in c for c in ru)
     de = _commands(_run(capsys, "pande2021", "Table 2", *common))
     assert len(de) == 5 and not any("--tokens-per-update" in c for c in de)
-    # the printed train.sh line gives 25K-token updates: ceil(25000 / 4096) = 7 on one device
-    argv = shlex.split(ru[0])
-    cut = argv.index("--")
-    line = subprocess.run([*argv[:cut], "--dry-run", *argv[cut:]], capture_output=True,
-                          text=True, check=True).stdout  # fmt: skip
+    # the printed localnmt-train line gives 25K-token updates: ceil(25000 / 4096) = 7 on one
+    # device
+    line = _launch(ru[0], capsys)
     assert "--update-freq 7" in line and "--max-tokens 4096" in line
-    plain = shlex.split(de[0])
-    cut = plain.index("--")
-    line = subprocess.run([*plain[:cut], "--dry-run", *plain[cut:]], capture_output=True,
-                          text=True, check=True).stdout  # fmt: skip
-    assert "--update-freq 8" in line  # 32768 tokens
+    assert "--update-freq 8" in _launch(de[0], capsys)  # 32768 tokens
+
+
+def _launch(line: str, capsys) -> str:
+    """What the printed ``localnmt-train`` line launches (its dry run)."""
+    from localnmt.runs import train
+
+    argv = shlex.split(line)[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    train.main([*argv[:cut], "--dry-run", *argv[cut:]])
+    return capsys.readouterr().out
 
 
 def test_dry_run_per_task(catalog, tmp_path, capsys):
@@ -125,13 +131,21 @@ def test_dry_run_glue(catalog, tmp_path, capsys):
     cmds = _commands(out)
     assert len(cmds) == 6 * 5  # per row: pre-training, then QQP, SST-2, MNLI, QNLI
     pre, *fine = cmds[5:10]  # All Band2 Untied
-    assert "scripts/roberta_pretrain.sh" in pre and "--arch pande2021_bert_band2_untied" in pre
+    assert "-m localnmt.runs.roberta_pretrain" in pre
+    assert "--arch pande2021_bert_band2_untied" in pre
     assert f"--data {tmp_path}/glue/pretrain " in pre
     ckpt = pre.split("--save-dir ")[1].split()[0] + "/seq512/checkpoint_last.pt"
     for cmd, task in zip(fine, ("QQP", "SST-2", "MNLI", "QNLI")):
-        assert "scripts/glue_finetune.sh" in cmd and f"--data {tmp_path}/glue/{task} " in cmd
+        assert "-m localnmt.runs.glue_finetune" in cmd and f"--data {tmp_path}/glue/{task} " in cmd
         assert f"--restore-file {ckpt} " in cmd and "--batch-size 32 --lr 1e-4" in cmd
     assert "--valid-subset valid,valid1" in fine[2] and "--valid-subset" not in fine[0]
+    from localnmt.runs.glue_runs import plan_row
+    from localnmt.runs.reproduce.run import glue_step_key
+
+    row = {"arch": "pande2021_bert_band2_untied", "name": "r"}
+    steps = plan_row(row, tmp_path, tmp_path / "r", grid=True).steps
+    keys = [glue_step_key(s, tmp_path / "r") for s in steps]
+    assert len(set(keys)) == len(keys) == 17 and keys[:2] == ["pretrain", "QQP_bsz32_lr1e-4"]
     grid = _commands(_run(capsys, "pande2021", "Table 4", *common, "--glue-grid"))
     assert len(grid) == 6 * (1 + 4 * 4)
     assert sum("--batch-size 128 --lr 2e-4" in c for c in grid) == 6 * 4
@@ -264,7 +278,7 @@ def test_data_options_of_one_task(catalog, tmp_path, capsys):
     assert "embedded gettext corpus en-zh (no WAT17 Ja→En data)" in out
 
 
-def test_paper_training_flags_at_paper_sizes_only(catalog, tmp_path):
+def test_paper_training_flags_at_paper_sizes_only(catalog, tmp_path, capsys):
     """Pande et al. 5.1 (Adam β2 0.997, ε 1e-9, 16k warm-up) comes after the recipe's flags,
     so fairseq takes it; tiny runs keep the tiny recipe."""
     from localnmt.catalog.pande2021 import TRAIN_ARGS
@@ -272,14 +286,12 @@ def test_paper_training_flags_at_paper_sizes_only(catalog, tmp_path):
     rows = json.loads(catalog.read_text())
     row = next(r for r in rows if r["arch"] == "pande2021_2lochead_all6")
     args = reproduce.parse_args(["pande2021", "Table 1", "--cpu"])
-    paper = reproduce.train_command(row, "BIN", tmp_path, "base", args)
+    paper = reproduce.row_spec(row, "BIN", tmp_path, "base", args).to_argv()
     assert paper[-len(TRAIN_ARGS) :] == list(TRAIN_ARGS)
-    tiny = reproduce.train_command(row, "BIN", tmp_path, "tiny", args)
+    tiny = reproduce.row_spec(row, "BIN", tmp_path, "tiny", args).to_argv()
+    assert "(0.9,0.997)" not in tiny and "16000" not in tiny
     assert "--warmup-updates" not in tiny
-    cut = paper.index("--")
-    line = subprocess.run([*paper[:cut], "--dry-run", *paper[cut:]], capture_output=True,
-                          text=True, check=True).stdout  # fmt: skip
-    tokens = shlex.split(line)
+    tokens = shlex.split(_launch("localnmt-train " + shlex.join(paper), capsys))
 
     def last(flag: str) -> str:  # fairseq's argparse keeps the last value of a flag
         return tokens[len(tokens) - 1 - tokens[::-1].index(flag) + 1]

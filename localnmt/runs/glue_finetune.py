@@ -1,0 +1,113 @@
+"""Fine-tune a (local-attention) BERT on one GLUE task (Pande et al. 2021, Table 4).
+
+    python -m localnmt.runs.glue_finetune --data BIN --save-dir DIR [--arch ARCH]
+        [--restore-file CKPT] [--lr 1e-4|2e-4] [--batch-size 32|128] [--warmup N]
+        [--max-epoch N] [--gpus N] [--optimizer lamb|adam] [--cpu] [--user-dir DIR|auto|none]
+        [--dry-run] [-- EXTRA fairseq-train ARGS]
+
+BIN comes from data_prep/prepare_glue.sh (its localnmt_glue.json gives --num-classes).
+ARCH: pande2021_bert_{band2_untied,band6_untied,band6_alltied,band6_132tied,band6_120tied}
+or localnmt_roberta_base (default). Paper: Devlin et al.'s recipe with batch in {32, 128},
+lr in {1e-4, 2e-4}, 10K warm-up steps, LAMB (fairseq's lamb needs apex; without apex Adam,
+said on stderr). Epochs: 3 (BERT's recommendation; the paper is silent). The polynomial
+schedule runs epochs x (train rows / (batch x gpus) + 1) updates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from localnmt.paths import resolve_user_dir
+from localnmt.runs.errors import UsageError, cli
+from localnmt.runs.roberta_pretrain import default_optimizer, optimizer_args
+from localnmt.runs.train import ENTRY, split_extra
+
+
+def glue_info(data: Path) -> dict:
+    """``localnmt_glue.json`` of a prepared task (stops with exit 2 when it is missing)."""
+    info = Path(data) / "localnmt_glue.json"
+    if not info.is_file():
+        raise UsageError(f"{info} missing (run data_prep/prepare_glue.sh)")
+    return json.loads(info.read_text(encoding="utf-8"))
+
+
+def train_rows(data: Path) -> int:
+    """Training examples of a prepared task (``work/train.label`` lines; 0 when absent)."""
+    labels = Path(data) / "work" / "train.label"
+    if not labels.is_file():
+        return 0
+    with open(labels, encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
+def command(args: argparse.Namespace) -> list[str]:
+    """The fairseq-train command of one fine-tuning run."""
+    total = (train_rows(args.data) // (args.batch_size * args.gpus) + 1) * args.max_epoch
+    cmd = [sys.executable, *ENTRY, str(args.data)]
+    user_dir = resolve_user_dir(args.user_dir)
+    cmd += ["--user-dir", user_dir] if user_dir else []
+    cmd += [
+        "--task", "sentence_prediction", "--num-classes", str(glue_info(args.data)["num_classes"]),
+        "--arch", args.arch, "--criterion", "sentence_prediction", "--init-token", "0",
+        "--separator-token", "2", "--max-positions", "512", "--shorten-method", "truncate",
+        "--batch-size", str(args.batch_size), "--required-batch-size-multiple", "1",
+        *optimizer_args(args.optimizer), "--lr", args.lr, "--weight-decay", "0.01",
+        "--clip-norm", "0.0", "--lr-scheduler", "polynomial_decay",
+        "--warmup-updates", str(args.warmup), "--total-num-update", str(total),
+        "--max-epoch", str(args.max_epoch), "--dropout", "0.1", "--attention-dropout", "0.1",
+        "--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric",
+        "--save-dir", str(args.save_dir), "--no-epoch-checkpoints", "--find-unused-parameters",
+    ]  # fmt: skip
+    if args.restore_file:
+        cmd += ["--restore-file", str(args.restore_file), "--reset-optimizer",
+                "--reset-dataloader", "--reset-meters"]  # fmt: skip
+    if args.cpu:
+        cmd.append("--cpu")
+    elif args.gpus > 1:
+        cmd += ["--distributed-world-size", str(args.gpus)]
+    return cmd + args.extra
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Options; fairseq-train arguments after ``--`` land in ``extra``."""
+    own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
+    p = argparse.ArgumentParser(prog="glue_finetune", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--data", required=True, type=Path, help="prepare_glue.sh output of a task")
+    p.add_argument("--save-dir", required=True)
+    p.add_argument("--arch", default="localnmt_roberta_base")
+    p.add_argument("--restore-file", help="pre-trained checkpoint")
+    p.add_argument("--lr", default="1e-4")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--warmup", type=int, default=10_000)
+    p.add_argument("--max-epoch", type=int, default=3)
+    p.add_argument("--gpus", type=int, default=1)
+    p.add_argument("--optimizer", choices=["lamb", "adam"], help="default: lamb if apex imports")
+    p.add_argument("--cpu", action="store_true")
+    p.add_argument("--user-dir", default="auto", help="plugin directory; auto or none")
+    p.add_argument("--dry-run", action="store_true", help="print the command only")
+    args = p.parse_args(own)
+    args.extra = extra
+    args.optimizer = args.optimizer or default_optimizer(lambda m: print(m, file=sys.stderr))
+    return args
+
+
+@cli("glue_finetune")
+def main(argv: list[str] | None = None) -> int:
+    """Run (or print) the fine-tuning command."""
+    import subprocess
+
+    args = parse_args(argv)
+    cmd = command(args)
+    if args.dry_run:
+        print(shlex.join(cmd))
+        return 0
+    return subprocess.run(cmd).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

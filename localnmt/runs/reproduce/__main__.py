@@ -1,0 +1,5 @@
+"""``python -m localnmt.runs.reproduce``."""
+
+from localnmt.runs.reproduce.cli import main
+
+main()

@@ -1,0 +1,140 @@
+"""The results page of one task: a Markdown table (``<results-dir>/<stem>.md``) and its JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from localnmt.runs.reproduce.plan import Plan, References
+
+
+def _command() -> str:
+    return f"command: `scripts/reproduce.sh {shlex.join(sys.argv[1:])}`"
+
+
+def write_page(args: argparse.Namespace, plan: Plan, markdown: str, results: list,
+               scores: dict) -> Path:  # fmt: skip
+    """Write ``<stem>.md`` and ``<stem>.json`` (rows and every score) and print the page."""
+    out_dir = Path(args.results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    page = out_dir / f"{plan.stem}.md"
+    page.write_text(markdown, encoding="utf-8")
+    payload = {"task": plan.task.name, "rows": [r.__dict__ for r in results], "scores": scores}
+    (out_dir / f"{plan.stem}.json").write_text(
+        json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8"
+    )
+    print(markdown)
+    return page
+
+
+def translation_page(
+    args: argparse.Namespace,
+    plan: Plan,
+    baselines: dict[str, dict],
+    scores: dict[str, dict],
+    logs: dict,
+    *,
+    data: Path,
+    refs: References,
+    separate: bool,
+    first: str,
+    seconds: float,
+) -> Path:
+    """BLEU, Δ and significance per row (4-reference averages for NIST)."""
+    from localnmt.runs.report import LEGEND, LEGEND_MULTI_REF, RowResult, results_markdown
+
+    multi = plan.refs is not None
+    results = []
+    for row in plan.rows:
+        s, log = scores[row["name"]], logs[row["name"]]
+        is_base = baselines[row["name"]]["name"] == row["name"]
+        common = dict(
+            name=row["name"], row=row["row"], params=log.params, catalog_params=row.get("params"),
+            ups=log.ups, wps=log.wps, is_baseline=is_base,
+        )  # fmt: skip
+        if multi:
+            base_avg = scores[baselines[row["name"]]["name"]]["average"]
+            sets = {k: v["score"] for k, v in s["sets"].items()}
+            delta = None if is_base else s["average"] - base_avg
+            results.append(RowResult(bleu=s["average"], delta=delta, sets=sets, **common))
+            continue
+        boot = s.get("bootstrap")
+        results.append(
+            RowResult(
+                bleu=s["sacrebleu"]["score"],
+                tok_bleu=s["tokenized_bleu"]["score"],
+                delta=boot["delta"] if boot else None,
+                marker=boot["marker"] if boot else "",
+                p_value=boot["p_value"] if boot else None,
+                **common,
+            )
+        )
+    head = scores[first]
+    recipe = "tiny (smoke test, not comparable to the paper)" if args.tiny else "paper sizes"
+    batch = plan.task.tokens_per_update or "8 x 4096 (recipe)"
+    notes = [f"task: {plan.task.label} ({plan.task.name}); subset: {plan.subset}"]
+    notes += plan.notes + refs.notes
+    if multi:
+        notes += [
+            f"data: `{data}`; references: `{plan.refs}` ({len(head['sets'])} sets, "
+            "4 references each, lower-cased)",
+            "significance: no test for the 4-reference average; single-reference (ref0) "
+            "paired bootstrap per set in the JSON",
+            f"SacreBLEU signature: `{head['signature']}`",
+        ]
+    else:
+        notes += [
+            f"data: `{data}`; references: {head.get('references')}",
+            f"SacreBLEU signature: `{head['sacrebleu']['signature']}`",
+        ]
+    notes += [
+        f"recipe: {recipe}; tokens per update: {batch}"
+        + ("; separate vocabularies (decoder embeddings shared)" if separate else "")
+        + f"; updates: {', '.join(f'{n}={logs[n].num_updates}' for n in logs)}",
+        f"wall time: {seconds:.0f} s",
+        _command(),
+    ]
+    title = f"{args.paper} {args.table}, {plan.task.label}"
+    legend = LEGEND_MULTI_REF if multi else LEGEND
+    return write_page(args, plan, results_markdown(title, results, notes, legend), results, scores)
+
+
+def glue_page(
+    args: argparse.Namespace,
+    plan: Plan,
+    baselines: dict[str, dict],
+    scores: dict[str, dict],
+    params: dict[str, int | None],
+    *,
+    seconds: float,
+) -> Path:
+    """Dev accuracy per GLUE task and row (Pande et al. Table 4)."""
+    from localnmt.runs.report import GlueResult, glue_markdown
+
+    tasks = list(args.glue_tasks)
+    results = [
+        GlueResult(
+            name=r["name"],
+            row=r["row"],
+            accuracy={t: scores[r["name"]].get(t, {}).get("accuracy") for t in tasks},
+            params=params[r["name"]],
+            is_baseline=baselines[r["name"]]["name"] == r["name"],
+        )
+        for r in plan.rows
+    ]
+    setting = "grid batch {32, 128} x lr {1e-4, 2e-4}" if args.glue_grid else "batch 32, lr 1e-4"
+    if args.tiny:
+        setting = "batch 8, 3 updates"
+    recipe = "tiny (smoke test, not comparable to the paper)" if args.tiny else "paper sizes"
+    notes = [
+        f"task: {plan.task.label}; data: `{plan.data}` (pretrain/ and one folder per task)",
+        f"pre-training: localnmt.runs.roberta_pretrain; fine-tuning: localnmt.runs.glue_finetune, "
+        f"{setting}; recipe: {recipe}",
+        f"wall time: {seconds:.0f} s",
+        _command(),
+    ]
+    title = f"{args.paper} {args.table}, {plan.task.label}"
+    return write_page(args, plan, glue_markdown(title, results, tasks, notes), results, scores)

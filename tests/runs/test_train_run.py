@@ -1,0 +1,84 @@
+"""train_run: a training run is a fingerprinted step. Identical settings skip it, a changed
+setting retrains (the old checkpoints set aside, never resumed), an interrupted run resumes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from localnmt.runs.train import TrainSpec
+from localnmt.runs.train_run import data_fingerprint, run_params, train_run
+from localnmt.testing import make_tiny_corpus, preprocess
+
+
+@pytest.fixture(scope="module")
+def data_bin(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tiny")
+    raw = make_tiny_corpus(root / "raw", train=120, valid=8)
+    return preprocess(raw, root / "data-bin")
+
+
+def _params(data: Path, **changes) -> dict:
+    spec = dict(data=str(data), save_dir="/a/checkpoints", arch="transformer", size="tiny",
+                max_update=3, cpu=True, user_dir="none", extra=["--seed", "1"])  # fmt: skip
+    spec.update(changes)
+    return run_params(TrainSpec(**spec), 0)
+
+
+def test_fingerprint_covers_settings_not_paths(data_bin, tmp_path) -> None:
+    base = _params(data_bin)
+    assert _params(data_bin, save_dir="/elsewhere", user_dir="/plugin") == base
+    moved = tmp_path / "moved"
+    shutil.copytree(data_bin, moved)
+    assert _params(moved) == base  # same content, other place
+    for change in (dict(arch="localnmt_base"), dict(max_update=4), dict(size="cpu"),
+                   dict(extra=["--seed", "2"]), dict(layers=1), dict(separate_vocab=True),
+                   dict(extra=["--seed", "1", "--stop-time-hours", "1"])):  # fmt: skip
+        assert _params(data_bin, **change) != base, change
+    dictionary = next(moved.glob("dict.*.txt"))
+    dictionary.write_text(dictionary.read_text() + "extra 1\n")
+    assert data_fingerprint(moved) != data_fingerprint(data_bin)
+    assert _params(moved) != base
+    assert base["fairseq_args"][base["fairseq_args"].index("--max-update") + 1] == "3"
+
+
+def test_rerun_skips_changed_setting_retrains_interrupted_resumes(data_bin, tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    messages: list[str] = []
+    options = dict(size="tiny", layers=1, cpu=True, user_dir="none", log=messages.append)
+
+    first = train_run(run_dir, data_bin, "transformer", ["--seed", "1"], max_update=3, **options)
+    assert first.ran and first.checkpoint.is_file()
+    assert "| INFO | fairseq_cli.train | done training" in first.log.read_text()
+    mtime = first.checkpoint.stat().st_mtime_ns
+
+    same = train_run(run_dir, data_bin, "transformer", ["--seed", "1"], max_update=3, **options)
+    assert not same.ran and same.fingerprint == first.fingerprint
+    assert same.checkpoint.stat().st_mtime_ns == mtime and "[skip] train: already done" in messages
+
+    changed = train_run(run_dir, data_bin, "transformer", ["--seed", "1"], max_update=4, **options)
+    assert changed.ran and changed.fingerprint != first.fingerprint
+    stale = run_dir / "stale" / first.fingerprint / "checkpoint_last.pt"
+    assert stale.is_file()  # set aside, not resumed
+    log = changed.log.read_text()
+    assert "num_updates 4" in log.split("done training")[0] and "Loaded checkpoint" not in log
+    stamp = json.loads((run_dir / "train.started.json").read_text())
+    assert stamp["fingerprint"] == changed.fingerprint
+
+    (run_dir / ".done" / "train.json").unlink()  # as if interrupted after the last checkpoint
+    messages.clear()
+    resumed = train_run(run_dir, data_bin, "transformer", ["--seed", "1"], max_update=4,
+                        **options)  # fmt: skip
+    assert resumed.ran and any(m.startswith("  resuming from") for m in messages)
+    assert "Loaded checkpoint" in resumed.log.read_text()
+    assert [p.name for p in (run_dir / "stale").iterdir()] == [first.fingerprint]
+
+
+def test_missing_data_bin_is_one_message(tmp_path) -> None:
+    with pytest.raises(SystemExit) as err:
+        train_run(tmp_path / "run", tmp_path / "nope", "transformer", cpu=True)
+    assert err.value.code == 2 and "data directory" in str(err.value)
+    assert not (tmp_path / "run").exists()

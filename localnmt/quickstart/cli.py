@@ -142,7 +142,6 @@ def run(args: argparse.Namespace) -> None:
     from localnmt.quickstart.results import collect, corpus_meta, translate_system
     from localnmt.quickstart.training import train_system
     from localnmt.runs.generate import default_user_dir, infer_langs
-    from localnmt.runs.recipes import train_args
     from localnmt.runs.rows import load_catalog
 
     start = time.time()
@@ -171,15 +170,14 @@ def run(args: argparse.Namespace) -> None:
     minutes = budget / len(systems)
     every = minutes / args.validations
     user_dir = default_user_dir()
-    base_args = [*train_args("cpu", max_update=args.max_update), *sizing.fairseq_args()]
-    if not torch.cuda.is_available():
-        base_args.append("--cpu")
+    base_args = ["--max-update", str(args.max_update), *sizing.fairseq_args()]
     log(f"step 2/4: training {len(systems)} systems, {minutes:.1f} min each")
     steps = {}
     for row in systems:
         steps[row["name"]] = train_system(
             runner, row["name"], workdir / "runs" / slug(row["name"]), data_bin, row["arch"],
-            [*base_args, *row.get("args", [])], minutes, every, user_dir, log)  # fmt: skip
+            [*base_args, *row.get("args", [])], minutes, every, log,
+            cpu=not torch.cuda.is_available())  # fmt: skip
     log("step 3/4: translating the test set (beam 4) and scoring")
     ref = raw_file(data_bin, "test", tgt)
     for row in systems:

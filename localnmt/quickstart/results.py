@@ -58,6 +58,7 @@ def collect(
     from localnmt.evaluation.scoring import read_lines
     from localnmt.evaluation.significance import bootstrap_intervals
     from localnmt.quickstart.cli import slug
+    from localnmt.quickstart.training import curve_path
     from localnmt.runs.timed_validation import read_curve
     from localnmt.runs.train_log import read_train_log
 
@@ -70,7 +71,7 @@ def collect(
     results = []
     for row, run_dir, interval in zip(systems, run_dirs, intervals):
         train_log = read_train_log(run_dir / "train.log")
-        curve = read_curve(run_dir / "curve.jsonl")
+        curve = read_curve(curve_path(run_dir))
         updates = max([train_log.num_updates, *(p["updates"] for p in curve)])
         seconds = curve[-1]["minutes"] * 60 if curve else 0.0
         results.append(SystemResult(

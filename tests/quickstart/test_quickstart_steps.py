@@ -11,7 +11,7 @@ from localnmt.data.steps import StepRunner
 from localnmt.quickstart import cli, training
 from localnmt.quickstart.report import SystemResult, write_json, write_markdown, write_plot
 from localnmt.quickstart.sizing import CPU, TINY
-from localnmt.runs import timed_validation
+from localnmt.runs import timed_validation, train_run
 
 
 @pytest.fixture()
@@ -19,22 +19,23 @@ def fake_training(monkeypatch):
     """Replace the fairseq subprocess by one that writes a checkpoint and a curve point."""
     calls = []
 
-    def run_logged(cmd, log_path, echo):
+    def run_logged(cmd, log_path, **kwargs):
         save_dir = Path(cmd[cmd.index("--save-dir") + 1])
         save_dir.mkdir(parents=True, exist_ok=True)
         (save_dir / "checkpoint_last.pt").write_text("x")
         Path(cmd[cmd.index("--curve") + 1]).write_text('{"minutes": 1, "updates": 5, '
                                                        '"valid_loss": 3.0}\n')
         calls.append(cmd)
+        return 0
 
-    monkeypatch.setattr(training, "run_logged", run_logged)
+    monkeypatch.setattr(train_run, "run_logged", run_logged)
     return calls
 
 
 def _train(tmp_path: Path, data: Path, minutes: float, args=("--lr", "1")) -> None:
     runner = StepRunner(tmp_path / "w", log=lambda m: None)
     training.train_system(runner, "sys", tmp_path / "w" / "runs" / "sys", data, "localnmt_base",
-                          list(args), minutes, minutes / 8, None, log=lambda m: None)
+                          list(args), minutes, minutes / 8, log=lambda m: None)
 
 
 def _data(tmp_path: Path) -> Path:
@@ -55,35 +56,38 @@ def test_rerun_reuses_unchanged_and_retrains_changed(tmp_path: Path, fake_traini
     (data / "dict.en.txt").write_text("a 1\nb 1\n")
     _train(tmp_path, data, 3.0, args=("--lr", "2"))  # and other data
     assert len(fake_training) == 4
-    kept = sorted(p.name for p in (tmp_path / "w" / "runs").iterdir())
-    assert kept[0] == "sys" and len(kept) == 4  # the earlier runs are kept aside, not deleted
+    kept = list((tmp_path / "w" / "runs" / "sys" / "stale").iterdir())
+    assert len(kept) == 3  # the earlier runs are kept aside, not deleted
+    assert all((k / "curve.jsonl").exists() for k in kept)  # each with its own curve
 
 
 def test_interrupted_run_resumes_with_same_settings(tmp_path: Path, monkeypatch) -> None:
     data = _data(tmp_path)
     seen = []
 
-    def interrupted(cmd, log_path, echo):
+    def interrupted(cmd, log_path, **kwargs):
         save_dir = Path(cmd[cmd.index("--save-dir") + 1])
         save_dir.mkdir(parents=True, exist_ok=True)
         (save_dir / "checkpoint_last.pt").write_text("partial")
         seen.append(cmd)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(training, "run_logged", interrupted)
+    monkeypatch.setattr(train_run, "run_logged", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _train(tmp_path, data, 2.0)
     monkeypatch.undo()
 
-    def finish(cmd, log_path, echo):
+    def finish(cmd, log_path, **kwargs):
         save_dir = Path(cmd[cmd.index("--save-dir") + 1])
         assert (save_dir / "checkpoint_last.pt").read_text() == "partial"  # resumed, not reset
+        assert kwargs["append"]  # the log goes on
         Path(cmd[cmd.index("--curve") + 1]).write_text('{"minutes": 1, "updates": 5, '
                                                        '"valid_loss": 3.0}\n')
+        return 0
 
-    monkeypatch.setattr(training, "run_logged", finish)
+    monkeypatch.setattr(train_run, "run_logged", finish)
     _train(tmp_path, data, 2.0)
-    assert len(list((tmp_path / "w" / "runs").iterdir())) == 1
+    assert not (tmp_path / "w" / "runs" / "sys" / "stale").exists()
 
 
 def test_ctrl_c_exits_130_without_traceback(monkeypatch, capsys, tmp_path: Path) -> None:

@@ -11,8 +11,7 @@ Every mapping of a file is checked against a :class:`Key` schema: an unknown key
 required key or a value of the wrong type is one :class:`ConfigError` naming the file and the
 key (``configs/yang2018.yaml: rows[3] (Table 1 / Fixed): unknown key 'argz' ...``).
 
-This module imports only the standard library and PyYAML, so ``localnmt/runs/recipes.py``
-run as a file (by ``scripts/train.sh``) can load it without importing fairseq.
+This module imports only the standard library and PyYAML.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
+from localnmt.config_files import ConfigError
+
 T = TypeVar("T")
 
 
@@ -25,7 +27,9 @@ class UsageError(SystemExit):
 
 
 def cli(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """Decorate a ``main``: a :class:`UsageError` is printed as ``prog: message``, exit 2."""
+    """Decorate a ``main``: a :class:`UsageError`, or a
+    :class:`~localnmt.config_files.ConfigError` (a config file that does not match its schema),
+    is printed as ``prog: message``, exit 2."""
 
     def wrap(main: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(main)
@@ -35,6 +39,9 @@ def cli(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
             except UsageError as err:
                 print(f"{prog}: {err.message}", file=sys.stderr, flush=True)
                 raise
+            except ConfigError as err:  # a config file that does not match its schema
+                print(f"{prog}: {err}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from None
 
         return run
 

@@ -1,16 +1,18 @@
 """Fine-tune a (local-attention) BERT on one GLUE task (Pande et al. 2021, Table 4).
 
     python -m localnmt.runs.glue_finetune --data BIN --save-dir DIR [--arch ARCH]
-        [--restore-file CKPT] [--lr 1e-4|2e-4] [--batch-size 32|128] [--warmup N]
+        [--restore-file CKPT] [--lr LR] [--batch-size N] [--warmup N]
         [--max-epoch N] [--gpus N] [--optimizer lamb|adam] [--cpu] [--user-dir DIR|auto|none]
         [--dry-run] [-- EXTRA fairseq-train ARGS]
 
 BIN comes from data_prep/prepare_glue.sh (its localnmt_glue.json gives --num-classes).
 ARCH: pande2021_bert_{band2_untied,band6_untied,band6_alltied,band6_132tied,band6_120tied}
-or localnmt_roberta_base (default). Paper: Devlin et al.'s recipe with batch in {32, 128},
-lr in {1e-4, 2e-4}, 10K warm-up steps, LAMB (fairseq's lamb needs apex; without apex Adam,
-said on stderr). Epochs: 3 (BERT's recommendation; the paper is silent). The polynomial
-schedule runs epochs x (train rows / (batch x gpus) + 1) updates.
+or localnmt_roberta_base (default). Paper: Devlin et al.'s recipe, a warm-up then polynomial
+decay, LAMB (fairseq's lamb needs apex; without apex Adam, said on stderr). Every number (lr,
+batch size, warm-up, epochs, weight decay, dropout, optimizer betas; the grid the paper
+searches) is the ``glue_finetune`` recipe of configs/recipes.yaml
+(:data:`localnmt.runs.recipes.GLUE_FINETUNE`); the options override some of them. The
+polynomial schedule runs epochs x (train rows / (batch x gpus) + 1) updates.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def train_rows(data: Path) -> int:
 
 def command(args: argparse.Namespace) -> list[str]:
     """The fairseq-train command of one fine-tuning run."""
+    from localnmt.runs.recipes import GLUE_FINETUNE as recipe
+
     total = (train_rows(args.data) // (args.batch_size * args.gpus) + 1) * args.max_epoch
     cmd = [sys.executable, *ENTRY, str(args.data)]
     user_dir = resolve_user_dir(args.user_dir)
@@ -55,10 +59,12 @@ def command(args: argparse.Namespace) -> list[str]:
         "--arch", args.arch, "--criterion", "sentence_prediction", "--init-token", "0",
         "--separator-token", "2", "--max-positions", "512", "--shorten-method", "truncate",
         "--batch-size", str(args.batch_size), "--required-batch-size-multiple", "1",
-        *optimizer_args(args.optimizer), "--lr", args.lr, "--weight-decay", "0.01",
-        "--clip-norm", "0.0", "--lr-scheduler", "polynomial_decay",
+        *optimizer_args(args.optimizer, recipe), "--lr", args.lr,
+        "--weight-decay", str(recipe.weight_decay), "--clip-norm", str(recipe.clip_norm),
+        "--lr-scheduler", "polynomial_decay",
         "--warmup-updates", str(args.warmup), "--total-num-update", str(total),
-        "--max-epoch", str(args.max_epoch), "--dropout", "0.1", "--attention-dropout", "0.1",
+        "--max-epoch", str(args.max_epoch), "--dropout", str(recipe.dropout),
+        "--attention-dropout", str(recipe.attention_dropout),
         "--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric",
         "--save-dir", str(args.save_dir), "--no-epoch-checkpoints", "--find-unused-parameters",
     ]  # fmt: skip
@@ -74,6 +80,9 @@ def command(args: argparse.Namespace) -> list[str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Options; fairseq-train arguments after ``--`` land in ``extra``."""
+    from localnmt.runs.recipes import GLUE_FINETUNE as recipe
+    from localnmt.runs.recipes import lr_text
+
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     p = argparse.ArgumentParser(prog="glue_finetune", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -81,10 +90,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--save-dir", required=True)
     p.add_argument("--arch", default="localnmt_roberta_base")
     p.add_argument("--restore-file", help="pre-trained checkpoint")
-    p.add_argument("--lr", default="1e-4")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--warmup", type=int, default=10_000)
-    p.add_argument("--max-epoch", type=int, default=3)
+    default = " (default %(default)s, configs/recipes.yaml)"
+    p.add_argument("--lr", default=lr_text(recipe.lr), help="peak learning rate" + default)
+    p.add_argument(
+        "--batch-size", type=int, default=recipe.batch_size, help="examples per GPU batch" + default
+    )
+    p.add_argument("--warmup", type=int, default=recipe.warmup, help="warm-up updates" + default)
+    p.add_argument("--max-epoch", type=int, default=recipe.max_epoch, help="epochs" + default)
     p.add_argument("--gpus", type=int, default=1)
     p.add_argument("--optimizer", choices=["lamb", "adam"], help="default: lamb if apex imports")
     p.add_argument("--cpu", action="store_true")

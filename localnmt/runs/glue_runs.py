@@ -8,11 +8,12 @@ Data layout (``--data``, default ``runs/data/glue``)::
     DATA/<TASK>/     data_prep/prepare_glue.sh output for QQP, SST-2, MNLI, QNLI (built with
                      the pre-training dictionary)
 
-Per row: ``python -m localnmt.runs.roberta_pretrain`` (128-token phase, then 512), then
-``python -m localnmt.runs.glue_finetune`` per task from the 512-token checkpoint. The paper
-picks batch size in {32, 128} and learning rate in {1e-4, 2e-4} per task: ``grid=True`` runs
-the four and keeps the best dev accuracy, else the scripts' default (32, 1e-4) runs alone. MNLI is
-validated on matched (``valid``, the number reported) and mismatched (``valid1``) dev sets.
+Per row: ``python -m localnmt.runs.roberta_pretrain`` (short samples, then long ones), then
+``python -m localnmt.runs.glue_finetune`` per task from the second phase's checkpoint. The paper
+picks batch size and learning rate per task from a grid (``glue_finetune.grid`` of
+configs/recipes.yaml): ``grid=True`` runs every setting and keeps the best dev accuracy, else
+the recipe's ``batch_size`` and ``lr`` run alone. MNLI is validated on matched (``valid``, the
+number reported) and mismatched (``valid1``) dev sets.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localnmt.catalog.tasks import GLUE_TASKS
+from localnmt.runs.recipes import GLUE_FINETUNE, ROBERTA_PRETRAIN, lr_text
 
 PRETRAIN = [sys.executable, "-m", "localnmt.runs.roberta_pretrain"]
 FINETUNE = [sys.executable, "-m", "localnmt.runs.glue_finetune"]
-#: (batch size, learning rate) choices of the paper (Section 5.1).
-GRID = ((32, "1e-4"), (32, "2e-4"), (128, "1e-4"), (128, "2e-4"))
-DEFAULT_SETTING = (32, "1e-4")
+#: (batch size, learning rate) choices of the paper (Section 5.1), as command-line text.
+GRID = tuple((bsz, lr_text(lr)) for bsz, lr in GLUE_FINETUNE.grid)
+#: The setting run without the grid.
+DEFAULT_SETTING = (GLUE_FINETUNE.batch_size, lr_text(GLUE_FINETUNE.lr))
 #: --tiny: 12 layers kept (the tying specs name layers 1-11 / 1-10), narrow and short.
 TINY_MODEL = ["--encoder-embed-dim", "48", "--encoder-ffn-embed-dim", "64", "--num-workers", "0"]
 TINY_PRETRAIN = ["--phase1-updates", "3", "--phase2-updates", "1", "--batch-per-gpu", "8"]
@@ -97,7 +100,7 @@ def plan_row(
     if pre_extra:
         pretrain += ["--", *pre_extra]
     plan = GluePlan(row)
-    restore = pre_dir / "seq512" / "checkpoint_last.pt"
+    restore = pre_dir / f"seq{ROBERTA_PRETRAIN.phase2_tokens_per_sample}" / "checkpoint_last.pt"
     plan.steps.append(Step("pretrain", pretrain, pre_dir / "train.log", restore))
     for task in tasks:
         for bsz, lr in GRID if grid else (DEFAULT_SETTING,):
@@ -119,6 +122,18 @@ def plan_row(
             step.setting = (bsz, lr)
             plan.steps.append(step)
     return plan
+
+
+def setting_text(grid: bool) -> str:
+    """The fine-tuning settings in words (``batch 32, lr 1e-4``; with the grid
+    ``grid batch {32, 128} x lr {1e-4, 2e-4}`` when it is every pair of its values)."""
+    if not grid:
+        return f"batch {DEFAULT_SETTING[0]}, lr {DEFAULT_SETTING[1]}"
+    sizes = list(dict.fromkeys(bsz for bsz, _ in GRID))
+    rates = list(dict.fromkeys(lr for _, lr in GRID))
+    if sorted(GRID) == sorted((bsz, lr) for bsz in sizes for lr in rates):
+        return f"grid batch {{{', '.join(map(str, sizes))}}} x lr {{{', '.join(rates)}}}"
+    return "grid (batch, lr) in " + ", ".join(f"({bsz}, {lr})" for bsz, lr in GRID)
 
 
 def dev_accuracy(log_text: str) -> dict[str, float]:

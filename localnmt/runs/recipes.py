@@ -15,26 +15,13 @@ al.'s En-Ru: 25K).
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, fields
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-if __package__:
-    from localnmt import config_files
-    from localnmt.runs.batching import PAPER_TOKENS_PER_UPDATE, update_freq
-else:  # run as a file by train.sh: skip importing the plugin (fairseq start-up takes seconds)
-    import importlib.util
-    import sys
-
-    from batching import PAPER_TOKENS_PER_UPDATE, update_freq  # type: ignore[no-redef]
-
-    _spec = importlib.util.spec_from_file_location(
-        "localnmt_config_files", Path(__file__).resolve().parents[1] / "config_files.py"
-    )
-    config_files = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-    sys.modules[_spec.name] = config_files
-    _spec.loader.exec_module(config_files)  # type: ignore[union-attr]
+from localnmt import config_files
+from localnmt.runs.batching import PAPER_TOKENS_PER_UPDATE, update_freq
 
 Key = config_files.Key
 ConfigError = config_files.ConfigError
@@ -88,7 +75,8 @@ class FinetuneRecipe:
 @dataclass(frozen=True)
 class PretrainRecipe:
     """Masked-LM pre-training of a BERT in two phases (configs/recipes.yaml,
-    ``roberta_pretrain``); warm-up is min(``max_warmup``, a tenth of a phase's updates)."""
+    ``roberta_pretrain``); a phase's warm-up is ``max_warmup`` updates, or a tenth of its
+    updates when it has fewer than ``max_warmup``."""
 
     lr: float
     batch_per_gpu: int
@@ -180,13 +168,13 @@ def _setting(item: Any, where: str) -> tuple[int, float]:
     return int(item[0]), float(item[1])
 
 
-try:
-    RECIPES, GLUE_FINETUNE, ROBERTA_PRETRAIN = load_recipes()
-except ConfigError as _err:
-    if __name__ != "__main__":
-        raise
-    print(f"error: {_err}", file=__import__("sys").stderr)  # train.sh: one message, exit 2
-    raise SystemExit(2) from None
+RECIPES, GLUE_FINETUNE, ROBERTA_PRETRAIN = load_recipes()
+
+
+def lr_text(lr: float) -> str:
+    """A learning rate as the BERT commands write it: the shortest digits in scientific
+    notation without padding (1.0e-4 -> ``1e-4``, 1.5e-4 -> ``1.5e-4``)."""
+    return f"{Decimal(repr(lr)).normalize():e}"
 
 
 def dim_overrides(embed: int, ffn: int, heads: int, layers: int) -> list[str]:
@@ -274,46 +262,3 @@ def train_args(
     elif layers:
         args += ["--encoder-layers", str(layers), "--decoder-layers", str(layers)]
     return args + list(recipe.extra)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """CLI: print fairseq-train arguments one per line (for ``mapfile`` in train.sh)."""
-    parser = argparse.ArgumentParser(description="Print fairseq-train args of a recipe.")
-    parser.add_argument("--size", choices=sorted(RECIPES), default="base")
-    parser.add_argument("--world-size", type=int, default=1)
-    parser.add_argument("--max-tokens", type=int)
-    parser.add_argument("--max-update", type=int)
-    parser.add_argument("--layers", type=int)
-    parser.add_argument(
-        "--tokens-per-update",
-        type=int,
-        help=f"batch in tokens reached with --update-freq (default {PAPER_TOKENS_PER_UPDATE})",
-    )
-    parser.add_argument(
-        "--separate-vocab",
-        action="store_true",
-        help="separate source/target dictionaries: share decoder embeddings only",
-    )
-    parser.add_argument(
-        "--average-last",
-        action="store_true",
-        help="print how many checkpoints the recipe averages, and exit",
-    )
-    args = parser.parse_args(argv)
-    if args.average_last:
-        print(RECIPES[args.size].average_last)
-        return
-    for arg in train_args(
-        args.size,
-        args.world_size,
-        args.max_tokens,
-        args.max_update,
-        args.layers,
-        args.tokens_per_update,
-        args.separate_vocab,
-    ):
-        print(arg)
-
-
-if __name__ == "__main__":
-    main()

@@ -5,12 +5,14 @@
         [--optimizer lamb|adam] [--sequences-per-update N] [--cpu] [--user-dir DIR|auto|none]
         [--dry-run] [-- EXTRA fairseq-train ARGS]
 
-About 300K updates at 128 tokens per sample (DIR/seq128), then 1K updates at 512 from the
-first phase (DIR/seq512), batch 2K sequences (gradient accumulation:
-update_freq = ceil(sequences / (gpus x batch per gpu))), LAMB (needs apex; Adam without it).
-BIN: data_prep/prepare_pretrain_text.sh OUT TEXT... writes it to OUT/bin. Left open by the
-paper and chosen here: lr 5e-4, 10K warm-up (a tenth of shorter runs) then polynomial decay,
-weight decay 0.01, mask probability 0.15 (fairseq default).
+Two phases, each in DIR/seqT (T: its tokens per sample): short samples, then long ones from
+the first phase's last checkpoint; a batch of many sequences per update by gradient accumulation
+(update_freq = ceil(sequences / (gpus x batch per gpu))), LAMB (needs apex; Adam without it),
+polynomial decay after the warm-up. BIN: data_prep/prepare_pretrain_text.sh OUT TEXT... writes
+it to OUT/bin. Every number (lr, batch, updates and tokens per sample of each phase, warm-up,
+weight decay, dropout, optimizer betas) is the ``roberta_pretrain`` recipe of
+configs/recipes.yaml (:data:`localnmt.runs.recipes.ROBERTA_PRETRAIN`; its comments say which
+the paper gives and which are chosen here); the options override some of them.
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ import argparse
 import math
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from localnmt.paths import resolve_user_dir
 from localnmt.runs.errors import cli
 from localnmt.runs.train import ENTRY, split_extra
+
+if TYPE_CHECKING:  # the recipes are read when a command is built (a config error: exit 2)
+    from localnmt.runs.recipes import FinetuneRecipe, PretrainRecipe
 
 
 def default_optimizer(log=print) -> str:
@@ -35,15 +41,28 @@ def default_optimizer(log=print) -> str:
     return "lamb"
 
 
-def optimizer_args(name: str) -> list[str]:
-    """fairseq optimizer flags (betas, eps 1e-6) of ``lamb`` or ``adam``."""
+def optimizer_args(name: str, recipe: FinetuneRecipe | PretrainRecipe) -> list[str]:
+    """fairseq optimizer flags of ``lamb`` or ``adam``: the recipe's betas and eps."""
     if name == "lamb":
-        return ["--optimizer", "lamb", "--lamb-betas", "(0.9,0.999)", "--lamb-eps", "1e-06"]
-    return ["--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-06"]
+        return ["--optimizer", "lamb", "--lamb-betas", recipe.lamb_betas,
+                "--lamb-eps", str(recipe.lamb_eps)]  # fmt: skip
+    return ["--optimizer", "adam", "--adam-betas", recipe.adam_betas,
+            "--adam-eps", str(recipe.adam_eps)]  # fmt: skip
 
 
-def phase_command(args: argparse.Namespace, tokens: int, updates: int, save_dir: str,
-                  more: list[str]) -> list[str]:  # fmt: skip
+def warmup_updates(updates: int, max_warmup: int) -> int:
+    """A phase's warm-up: ``max_warmup`` updates, a tenth of ``updates`` when they are fewer."""
+    return updates // 10 if updates < max_warmup else max_warmup
+
+
+def phase_command(
+    args: argparse.Namespace,
+    recipe: PretrainRecipe,
+    tokens: int,
+    updates: int,
+    save_dir: str,
+    more: list[str],
+) -> list[str]:
     """One phase's fairseq-train command."""
     freq = math.ceil(args.sequences_per_update / (args.gpus * args.batch_per_gpu))
     cmd = [sys.executable, *ENTRY, args.data]
@@ -54,11 +73,13 @@ def phase_command(args: argparse.Namespace, tokens: int, updates: int, save_dir:
         "--sample-break-mode", "complete", "--tokens-per-sample", str(tokens),
         "--max-positions", "512", "--batch-size", str(args.batch_per_gpu),
         "--update-freq", str(freq), "--required-batch-size-multiple", "1",
-        *optimizer_args(args.optimizer), "--lr", args.lr, "--weight-decay", "0.01",
-        "--clip-norm", "0.0", "--lr-scheduler", "polynomial_decay",
-        "--warmup-updates", str(updates // 10 if updates < 10000 else 10000),
+        *optimizer_args(args.optimizer, recipe), "--lr", args.lr,
+        "--weight-decay", str(recipe.weight_decay), "--clip-norm", str(recipe.clip_norm),
+        "--lr-scheduler", "polynomial_decay",
+        "--warmup-updates", str(warmup_updates(updates, recipe.max_warmup)),
         "--total-num-update", str(updates), "--max-update", str(updates),
-        "--dropout", "0.1", "--attention-dropout", "0.1", "--save-dir", save_dir,
+        "--dropout", str(recipe.dropout), "--attention-dropout", str(recipe.attention_dropout),
+        "--save-dir", save_dir,
         "--no-epoch-checkpoints", "--skip-invalid-size-inputs-valid-test", *more,
     ]  # fmt: skip
     if args.cpu:
@@ -69,11 +90,14 @@ def phase_command(args: argparse.Namespace, tokens: int, updates: int, save_dir:
 
 
 def commands(args: argparse.Namespace) -> list[list[str]]:
-    """The two phases: 128-token samples, then 512 from the first phase's last checkpoint."""
-    first = f"{args.save_dir}/seq128"
+    """The two phases: short samples, then long ones from the first phase's last checkpoint."""
+    from localnmt.runs.recipes import ROBERTA_PRETRAIN as recipe
+
+    short, long = recipe.phase1_tokens_per_sample, recipe.phase2_tokens_per_sample
+    first, second = f"{args.save_dir}/seq{short}", f"{args.save_dir}/seq{long}"
     return [
-        phase_command(args, 128, args.phase1_updates, first, []),
-        phase_command(args, 512, args.phase2_updates, f"{args.save_dir}/seq512",
+        phase_command(args, recipe, short, args.phase1_updates, first, []),
+        phase_command(args, recipe, long, args.phase2_updates, second,
                       ["--restore-file", f"{first}/checkpoint_last.pt", "--reset-optimizer",
                        "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]),
     ]  # fmt: skip
@@ -81,6 +105,9 @@ def commands(args: argparse.Namespace) -> list[list[str]]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Options; fairseq-train arguments after ``--`` land in ``extra``."""
+    from localnmt.runs.recipes import ROBERTA_PRETRAIN as recipe
+    from localnmt.runs.recipes import lr_text
+
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     p = argparse.ArgumentParser(prog="roberta_pretrain", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -88,12 +115,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--save-dir", required=True)
     p.add_argument("--arch", default="localnmt_roberta_base")
     p.add_argument("--gpus", type=int, default=1)
-    p.add_argument("--batch-per-gpu", type=int, default=64)
-    p.add_argument("--lr", default="5e-4")
-    p.add_argument("--phase1-updates", type=int, default=300_000)
-    p.add_argument("--phase2-updates", type=int, default=1000)
+    default = " (default %(default)s, configs/recipes.yaml)"
+    p.add_argument(
+        "--batch-per-gpu",
+        type=int,
+        default=recipe.batch_per_gpu,
+        help="sequences per GPU batch" + default,
+    )
+    p.add_argument("--lr", default=lr_text(recipe.lr), help="peak learning rate" + default)
+    p.add_argument(
+        "--phase1-updates",
+        type=int,
+        default=recipe.phase1_updates,
+        help=f"updates at {recipe.phase1_tokens_per_sample} tokens" + default,
+    )
+    p.add_argument(
+        "--phase2-updates",
+        type=int,
+        default=recipe.phase2_updates,
+        help=f"updates at {recipe.phase2_tokens_per_sample} tokens" + default,
+    )
     p.add_argument("--optimizer", choices=["lamb", "adam"], help="default: lamb if apex imports")
-    p.add_argument("--sequences-per-update", type=int, default=2048)
+    p.add_argument(
+        "--sequences-per-update",
+        type=int,
+        default=recipe.sequences_per_update,
+        help="batch reached by gradient accumulation" + default,
+    )
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--user-dir", default="auto", help="plugin directory; auto or none")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")

@@ -1,8 +1,9 @@
-"""configs/recipes.yaml: the recipes as they were in Python, its schema check, and a changed
-number reaching the fairseq-train arguments (also through train.sh's file-mode call)."""
+"""configs/recipes.yaml: the recipes as they were in Python, its schema check, and changed
+numbers reaching the commands of localnmt-train, GLUE fine-tuning and BERT pre-training."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from localnmt.config_files import ConfigError, config_dir
+from localnmt.runs import glue_finetune, glue_runs, roberta_pretrain
 from localnmt.runs.recipes import (
     GLUE_FINETUNE,
     RECIPES,
     ROBERTA_PRETRAIN,
     load_recipes,
+    lr_text,
     train_args,
 )
-
-RECIPES_PY = Path(__file__).resolve().parents[2] / "localnmt" / "runs" / "recipes.py"
 
 
 def _value(args: list[str], flag: str) -> str:
@@ -88,17 +89,125 @@ def test_a_wrong_key_names_file_and_key(tmp_path, old, new, message):
     assert message in str(err.value)
 
 
-def test_an_edited_recipe_reaches_train_sh(tmp_path):
-    """train.sh runs recipes.py as a file: it reads the config folder too."""
-    _broken(tmp_path, "    lr: 7.0e-4\n", "    lr: 6.0e-4\n")
+def test_lr_text_is_short_and_exact():
+    for lr, text in ((1e-4, "1e-4"), (2.0e-4, "2e-4"), (5e-4, "5e-4"), (1.5e-4, "1.5e-4"),
+                     (0.001, "1e-3"), (1.2345678e-5, "1.2345678e-5"), (3.0, "3e+0")):  # fmt: skip
+        assert lr_text(lr) == text
+        assert float(text) == lr
+
+
+def test_command_defaults_are_the_recipes():
+    ft = glue_finetune.parse_args(["--data", "d", "--save-dir", "s", "--optimizer", "adam"])
+    assert (ft.lr, ft.batch_size, ft.warmup, ft.max_epoch) == (
+        lr_text(GLUE_FINETUNE.lr), GLUE_FINETUNE.batch_size, GLUE_FINETUNE.warmup,
+        GLUE_FINETUNE.max_epoch)  # fmt: skip
+    pre = roberta_pretrain.parse_args(["--data", "d", "--save-dir", "s", "--optimizer", "lamb"])
+    r = ROBERTA_PRETRAIN
+    assert (pre.lr, pre.batch_per_gpu, pre.phase1_updates, pre.phase2_updates,
+            pre.sequences_per_update) == (lr_text(r.lr), r.batch_per_gpu, r.phase1_updates,
+                                          r.phase2_updates, r.sequences_per_update)  # fmt: skip
+    assert glue_runs.DEFAULT_SETTING == (GLUE_FINETUNE.batch_size, lr_text(GLUE_FINETUNE.lr))
+    assert glue_runs.GRID == tuple((b, lr_text(lr)) for b, lr in GLUE_FINETUNE.grid)
+    assert glue_runs.setting_text(True) == "grid batch {32, 128} x lr {1e-4, 2e-4}"
+    assert glue_runs.setting_text(False) == "batch 32, lr 1e-4"
+
+
+def test_warmup_of_a_pretraining_phase():
+    assert roberta_pretrain.warmup_updates(300_000, 10_000) == 10_000
+    assert roberta_pretrain.warmup_updates(1000, 10_000) == 100
+    assert roberta_pretrain.warmup_updates(10_000, 10_000) == 10_000
+
+
+#: Runs in a fresh process (the recipes are read on import): the commands of every consumer.
+_COMMANDS = """
+import json, sys
+from pathlib import Path
+from localnmt.runs import glue_finetune, glue_runs, roberta_pretrain, train
+data = Path(sys.argv[1])
+ft = glue_finetune.parse_args(["--data", str(data / "SST-2"), "--save-dir", "ft", "--optimizer",
+                               "lamb", "--user-dir", "none"])
+pre = roberta_pretrain.parse_args(["--data", "bin", "--save-dir", "pre", "--optimizer", "adam",
+                                   "--user-dir", "none"])
+spec, _ = train.parse_args(["--data", "bin", "--save-dir", "s", "--size", "base", "--cpu"])
+row = {"arch": "localnmt_roberta_base", "name": "r"}
+print(json.dumps({
+    "finetune": glue_finetune.command(ft),
+    "pretrain": roberta_pretrain.commands(pre),
+    "train": train.launch_command(spec),
+    "default": [s.cmd for s in glue_runs.plan_row(row, data, Path("run"), tasks=("SST-2",)).steps],
+    "grid": [s.cmd for s in glue_runs.plan_row(row, data, Path("run"), tasks=("SST-2",),
+                                               grid=True).steps],
+}))
+"""
+
+
+def _edited_configs(tmp_path: Path, edits: list[tuple[str, str]]) -> dict[str, str]:
+    """A copy of configs/ with ``edits`` made to recipes.yaml; the environment that reads it."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
     for name in os.listdir(config_dir()):
-        if name != "recipes.yaml":
-            shutil.copy(config_dir() / name, tmp_path)
-    env = {**os.environ, "LOCALNMT_CONFIGS": str(tmp_path)}
-    out = subprocess.run([sys.executable, str(RECIPES_PY), "--size", "base"],
-                         capture_output=True, text=True, env=env, check=True)  # fmt: skip
-    assert _value(out.stdout.splitlines(), "--lr") == "0.0006"
-    (tmp_path / "recipes.yaml").write_text("defaults: {}\n")
-    out = subprocess.run([sys.executable, str(RECIPES_PY)], capture_output=True, text=True, env=env)
-    assert out.returncode != 0
-    assert f"{tmp_path / 'recipes.yaml'}: missing key 'recipes'" in out.stderr
+        if name.endswith(".yaml"):
+            shutil.copy(config_dir() / name, folder)
+    text = (folder / "recipes.yaml").read_text()
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (folder / "recipes.yaml").write_text(text)
+    return {**os.environ, "LOCALNMT_CONFIGS": str(folder)}
+
+
+def test_edited_recipes_reach_every_command(tmp_path):
+    env = _edited_configs(tmp_path, [
+        ("    lr: 7.0e-4\n", "    lr: 6.0e-4\n"),  # translation: base
+        ("glue_finetune:\n  lr: 1.0e-4\n", "glue_finetune:\n  lr: 3.0e-5\n"),
+        ("grid: [[32, 1.0e-4], [32, 2.0e-4], [128, 1.0e-4], [128, 2.0e-4]]",
+         "grid: [[16, 5.0e-5], [64, 2.5e-5]]"),
+        ("  max_epoch: 3\n  weight_decay: 0.01\n", "  max_epoch: 4\n  weight_decay: 0.02\n"),
+        ("  lamb_betas: \"(0.9,0.999)\"\n  lamb_eps: 1.0e-6\n\n",
+         "  lamb_betas: \"(0.8,0.99)\"\n  lamb_eps: 1.0e-6\n\n"),  # glue_finetune's
+        ("roberta_pretrain:\n  lr: 5.0e-4\n", "roberta_pretrain:\n  lr: 4.0e-4\n"),
+        ("  phase2_tokens_per_sample: 512\n", "  phase2_tokens_per_sample: 256\n"),
+        ("  max_warmup: 10000\n", "  max_warmup: 2000\n"),
+        ("  adam_betas: \"(0.9,0.98)\"\n  adam_eps: 1.0e-6\n  lamb_betas: \"(0.9,0.999)\"\n"
+         "  lamb_eps: 1.0e-6\n", "  adam_betas: \"(0.9,0.95)\"\n  adam_eps: 1.0e-6\n  lamb_betas: "
+         "\"(0.9,0.999)\"\n  lamb_eps: 1.0e-6\n"),  # roberta_pretrain's (the file's last lines)
+    ])  # fmt: skip
+    task = tmp_path / "glue" / "SST-2"
+    (task / "work").mkdir(parents=True)
+    (task / "localnmt_glue.json").write_text('{"num_classes": 2}')
+    (task / "work" / "train.label").write_text("1\n" * 100)
+    out = subprocess.run([sys.executable, "-c", _COMMANDS, str(tmp_path / "glue")],
+                         capture_output=True, text=True, env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    cmds = json.loads(out.stdout.splitlines()[-1])
+    assert _value(cmds["train"], "--lr") == "0.0006"
+    ft = cmds["finetune"]
+    assert _value(ft, "--lr") == "3e-5" and _value(ft, "--max-epoch") == "4"
+    assert _value(ft, "--weight-decay") == "0.02" and _value(ft, "--lamb-betas") == "(0.8,0.99)"
+    assert _value(ft, "--total-num-update") == str((100 // 32 + 1) * 4)
+    first, second = cmds["pretrain"]
+    assert _value(first, "--lr") == "4e-4" and _value(first, "--adam-betas") == "(0.9,0.95)"
+    assert _value(first, "--warmup-updates") == "2000"  # 300K updates: the cap
+    assert _value(second, "--warmup-updates") == "100"  # 1K < 2000 updates: a tenth
+    assert _value(second, "--tokens-per-sample") == "256"
+    assert _value(second, "--save-dir") == "pre/seq256"
+    (pre, tune), (_, *grid) = cmds["default"], cmds["grid"]
+    assert _value(tune, "--lr") == "3e-5" and _value(tune, "--batch-size") == "32"
+    restore = f"{_value(pre, '--save-dir')}/seq256/checkpoint_last.pt"
+    assert _value(tune, "--restore-file") == restore == "run/pretrain/seq256/checkpoint_last.pt"
+    assert [(_value(c, "--batch-size"), _value(c, "--lr")) for c in grid] == [
+        ("16", "5e-5"), ("64", "2.5e-5")]  # fmt: skip
+    assert _value(grid[1], "--save-dir") == "run/SST-2/bsz64_lr2.5e-5/checkpoints"
+
+
+def test_a_broken_recipe_file_stops_a_command_with_one_line(tmp_path):
+    env = _edited_configs(tmp_path, [("\nroberta_pretrain:", "\nroberta:")])
+    out = subprocess.run(
+        [sys.executable, "-m", "localnmt.runs.roberta_pretrain", "--data", "bin", "--save-dir",
+         "s", "--optimizer", "adam", "--dry-run"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert out.returncode == 2
+    recipes = tmp_path / "configs" / "recipes.yaml"
+    assert f"roberta_pretrain: {recipes}: unknown key 'roberta'" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -110,6 +110,7 @@ def reproduce(args: argparse.Namespace) -> list[Path] | None:
 def build_parser() -> argparse.ArgumentParser:
     """The options (everything after ``--`` goes to fairseq-train)."""
     from localnmt.runs import reproduce as package
+    from localnmt.runs.glue_runs import setting_text
 
     p = argparse.ArgumentParser(prog="reproduce", description=package.__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
@@ -170,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--glue-grid",
         action="store_true",
-        help="fine-tune with batch {32,128} x lr {1e-4,2e-4}, keep the best (the paper's)",
+        help=f"fine-tune with each setting ({setting_text(True)}, configs/recipes.yaml), "
+        "keep the best (the paper's)",
     )
     return p
 

@@ -112,6 +112,7 @@ def glue_page(
     seconds: float,
 ) -> Path:
     """Dev accuracy per GLUE task and row (Pande et al. Table 4)."""
+    from localnmt.runs.glue_runs import setting_text
     from localnmt.runs.report import GlueResult, glue_markdown
 
     tasks = list(args.glue_tasks)
@@ -125,7 +126,7 @@ def glue_page(
         )
         for r in plan.rows
     ]
-    setting = "grid batch {32, 128} x lr {1e-4, 2e-4}" if args.glue_grid else "batch 32, lr 1e-4"
+    setting = setting_text(args.glue_grid)
     if args.tiny:
         setting = "batch 8, 3 updates"
     recipe = "tiny (smoke test, not comparable to the paper)" if args.tiny else "paper sizes"

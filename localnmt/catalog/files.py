@@ -27,7 +27,7 @@ from localnmt.catalog.tasks import TASKS
 from localnmt.config_files import ConfigError, Key, check, config_dir, read_yaml
 
 #: Files of configs/ that are not papers.
-NOT_PAPERS = ("recipes.yaml",)
+NOT_PAPERS = ("recipes.yaml", "quickstart.yaml")
 
 #: Keys of one row (the fields of :class:`localnmt.catalog.CatalogRow` but ``paper``).
 ROW_KEYS: dict[str, Key] = {

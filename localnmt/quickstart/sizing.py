@@ -3,13 +3,18 @@
 The quickstart trains every system for an equal share of a wall-clock budget, so the sizes are
 chosen for the device: on a 2-core CPU a model that makes about a thousand updates in a few
 minutes and still reaches double-digit BLEU on the gettext corpus (the sweep behind the choice
-is in ``docs/quickstart.md``); on a GPU a base-width model with fp16 and more systems.
-Presets that name layers 1–3 (Localness, CSAN) need at least three encoder layers.
+is in ``docs/quickstart.md``); on a GPU a base-width model with fp16 and more systems. The
+numbers are data, in ``configs/quickstart.yaml``. Presets that name layers 1–3 (Localness,
+CSAN) need at least three encoder layers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from localnmt import config_files
+from localnmt.config_files import ConfigError, Key
 
 
 @dataclass(frozen=True)
@@ -58,67 +63,54 @@ class Sizing:
 
 
 BASELINE = "vaswani2017/table-3/transformer-base/base"
-CPU_SYSTEMS = (
-    BASELINE,
-    "yang2018/table-4/localness/base",
-    "zhang2021/table-2/our-method/base",
-)
-GPU_SYSTEMS = (
-    *CPU_SYSTEMS,
-    "yang2019/table-2/csans-base/base",
-    "shaw2018/table-1/relative-k-16/base",
-    "pande2021/table-1/2locheads-all6-b/base",
-)
 
-CPU = Sizing(
-    device="cpu",
-    embed_dim=128,
-    ffn_dim=512,
-    heads=4,
-    layers=3,
-    bpe_merges=4000,
-    max_tokens=1024,
-    lr=2e-3,
-    warmup=200,
-    dropout=0.1,
-    budget_minutes=24.0,
-    systems=CPU_SYSTEMS,
-)
-GPU = Sizing(
-    device="cuda",
-    embed_dim=512,
-    ffn_dim=2048,
-    heads=8,
-    layers=6,
-    bpe_merges=8000,
-    max_tokens=4096,
-    lr=7e-4,
-    warmup=1000,
-    dropout=0.3,
-    budget_minutes=30.0,
-    systems=GPU_SYSTEMS,
-    precision=("--fp16",),
-)
+SIZING_KEYS = {
+    "embed_dim": Key(int, required=True),
+    "ffn_dim": Key(int, required=True),
+    "heads": Key(int, required=True),
+    "layers": Key(int, required=True),
+    "bpe_merges": Key(int, required=True),
+    "max_tokens": Key(int, required=True),
+    "lr": Key(float, required=True),
+    "warmup": Key(int, required=True),
+    "dropout": Key(float, required=True),
+    "budget_minutes": Key(float, required=True),
+    "systems": Key(list, required=True, items=str),
+    "precision": Key(list, items=str),
+}
+DEVICES = {"cpu": "cpu", "cuda": "cuda", "tiny": "cpu"}
+
+
+def load_sizings(path: Path | str | None = None) -> dict[str, Sizing]:
+    """The sizings of ``configs/quickstart.yaml`` (or ``path``), checked: an unknown, missing
+    or mistyped key is one :class:`~localnmt.config_files.ConfigError` naming file and key."""
+    path = Path(path) if path is not None else config_files.config_dir() / "quickstart.yaml"
+    data = config_files.check(config_files.read_yaml(path),
+                              {"sizings": Key(dict, required=True)}, str(path))  # fmt: skip
+    sizings = {}
+    for name, raw in data["sizings"].items():
+        where = f"{path}: sizings.{name}"
+        if name not in DEVICES:
+            raise ConfigError(f"{where}: unknown sizing (valid: {', '.join(DEVICES)})")
+        item = config_files.check(raw, SIZING_KEYS, where)
+        if item["layers"] < 3:
+            raise ConfigError(f"{where}: key 'layers' must be at least 3 (presets name layers 1-3)")
+        if not item["systems"]:
+            raise ConfigError(f"{where}: key 'systems' must name at least the baseline")
+        item["systems"] = tuple(item["systems"])
+        item["precision"] = tuple(item.get("precision") or ())
+        sizings[name] = Sizing(device=DEVICES[name], **item)
+    missing = [n for n in ("cpu", "cuda") if n not in sizings]
+    if missing:
+        raise ConfigError(f"{path}: sizings.{missing[0]} is missing")
+    return sizings
+
+
+SIZINGS: dict[str, Sizing] = load_sizings()
+CPU, GPU = SIZINGS["cpu"], SIZINGS["cuda"]
+TINY = SIZINGS.get("tiny", CPU)
 
 
 def sizing_for(cuda: bool) -> Sizing:
     """The GPU sizing when CUDA is available, else the CPU one."""
     return GPU if cuda else CPU
-
-# Smoke tests: seconds per system, still 3 layers so that presets naming layers 1–3 fit.
-TINY = Sizing(
-    device="cpu",
-    embed_dim=32,
-    ffn_dim=64,
-    heads=4,
-    layers=3,
-    bpe_merges=200,
-    max_tokens=1024,
-    lr=2e-3,
-    warmup=20,
-    dropout=0.1,
-    budget_minutes=1.0,
-    systems=CPU_SYSTEMS[:2],
-)
-
-SIZINGS: dict[str, Sizing] = {"cpu": CPU, "cuda": GPU, "tiny": TINY}

@@ -10,7 +10,7 @@ import pytest
 from localnmt.data.steps import StepRunner
 from localnmt.quickstart import cli, training
 from localnmt.quickstart.report import SystemResult, write_json, write_markdown, write_plot
-from localnmt.quickstart.sizing import CPU, TINY
+from localnmt.quickstart.sizing import CPU, GPU, TINY, load_sizings
 from localnmt.runs import timed_validation, train_run
 
 
@@ -142,7 +142,7 @@ def test_default_systems_fit_their_sizing() -> None:
     from localnmt.runs.rows import load_catalog
 
     by_name = {row["name"]: row for row in load_catalog(None)}
-    for sizing in (CPU, TINY):
+    for sizing in (CPU, GPU, TINY):
         for name in sizing.systems:
             assert cli.fits(by_name[name], sizing) is None, name
 
@@ -214,3 +214,22 @@ def test_report_files(tmp_path: Path) -> None:
     assert "(0.40)" in text and "Did not learn in this budget" in text and "M2 (0.40)" in text
     assert "not** a reproduction of the papers' WMT results" in text
     assert write_plot(tmp_path, systems, meta).stat().st_size > 10_000
+
+
+def test_sizing_file_errors_name_file_and_key(tmp_path: Path) -> None:
+    from localnmt.config_files import ConfigError, config_dir
+
+    text = (config_dir() / "quickstart.yaml").read_text()
+    cases = [
+        (text.replace("lr: 2.0e-3", "lr: 2e-3", 1), "sizings.cpu: key 'lr' must be a number"),
+        (text.replace("heads: 4", "haeds: 4", 1), "sizings.cpu: unknown key 'haeds'"),
+        (text.replace("layers: 3", "layers: 2", 1), "key 'layers' must be at least 3"),
+        (text.replace("  cuda:", "  gpu:", 1), "sizings.gpu: unknown sizing"),
+    ]
+    for i, (broken, message) in enumerate(cases):
+        path = tmp_path / f"q{i}.yaml"
+        path.write_text(broken)
+        with pytest.raises(ConfigError) as err:
+            load_sizings(path)
+        assert str(path) in str(err.value) and message in str(err.value)
+    assert load_sizings()["cpu"] == CPU

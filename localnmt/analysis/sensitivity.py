@@ -164,101 +164,128 @@ def _head_weights(attention: Any, proj: Any, heads: int, d: int) -> tuple[Tensor
     weight = proj.weight.view(-1, d, proj.in_features)
     bias = proj.bias.view(-1, d)
     if weight.size(0) != heads:  # tied_qk: G groups of heads share one projection
-        tied = next(m for m in attention.modifiers if hasattr(m, "group_of_head"))
+        tied = next(m for m in attention.modifiers if isinstance(m, TiedQK))
         index = tied.group_of_head.to(weight.device)
         weight, bias = weight.index_select(0, index), bias.index_select(0, index)
     return weight, bias
 
 
+@dataclass
+class _Grams:
+    """What the closed form needs of one layer's weights (float64, cached per module):
+    per-head projections and the ``(H, H, d, d)`` blocks ``G_hg = A^h B^gᵀ`` of their Grams
+    (``A, B ∈ {W_q, W_k, W_v}`` as ``d×C`` blocks, ``o``: ``W_o^hᵀ W_o^g``)."""
+
+    key: tuple
+    w: dict[str, Tensor]  # "q", "k", "v": (H, d, C)
+    b: dict[str, Tensor]  # (H, d)
+    blocks: dict[str, Tensor]  # "o", "vv", "qq", "kk", "vq", "qk", "ovk": (H, H, d, d)
+    gram_m: Tensor  # ⟨M_h, M_g⟩_F, M_h = W_o^h W_v^h   (H, H)
+
+
+_GRAMS: dict[int, _Grams] = {}
+
+
+def _grams(attention: Any) -> _Grams:
+    """The layer's :class:`_Grams`, recomputed only when a weight changed."""
+    tensors = [
+        t
+        for proj in (attention.q_proj, attention.k_proj, attention.v_proj, attention.out_proj)
+        for t in (proj.weight, proj.bias)
+    ]
+    key = tuple((t.data_ptr(), t._version, tuple(t.shape)) for t in tensors)
+    cached = _GRAMS.get(id(attention))
+    if cached is not None and cached.key == key:
+        return cached
+    heads, d, dim = attention.num_heads, attention.head_dim, attention.embed_dim
+    f64 = torch.float64
+    w, b = {}, {}
+    with torch.no_grad():
+        for name in ("q", "k", "v"):
+            weight, bias = _head_weights(attention, getattr(attention, f"{name}_proj"), heads, d)
+            w[name], b[name] = weight.to(f64), bias.to(f64)
+        wo = attention.out_proj.weight.to(f64).view(dim, heads, d).permute(1, 2, 0)  # W_o^hᵀ
+
+        def block(x: Tensor, y: Tensor) -> Tensor:
+            return torch.einsum("hdc,gec->hgde", x, y)
+
+        blocks = {"o": block(wo, wo)}
+        for pair in ("vv", "qq", "kk", "vq", "qk", "vk"):
+            blocks[pair] = block(w[pair[0]], w[pair[1]])
+        # F_hg = Go_gh · G^vk_hg: turns q̂_i^g into W_o^gᵀ W_o^h W_v^h W_k^gᵀ q̂_i^g
+        blocks["ovk"] = blocks["o"].transpose(0, 1) @ blocks.pop("vk")
+        gram_m = (blocks["o"] * blocks["vv"]).sum((-2, -1))
+    _GRAMS.clear()  # one layer at a time: a sentence's layers run in turn
+    _GRAMS[id(attention)] = cached = _Grams(key, w, b, blocks, gram_m)
+    return cached
+
+
 def _jacobian_norms_structured(attention: Any, x: Tensor, memory_mb: int) -> Tensor:
     """β from the closed form of ``∂Y_i/∂x_j`` (module docstring), query rows in chunks.
 
-    Off the diagonal, with ``a_h = p′_ij``, ``u_h = W_o^h (p′_ij v_j − p_ij ō_i)``,
-    ``w_h = W_k^hᵀ q̂_i`` and ``M_h = W_o^h W_v^h``: ``J = Σ_h a_h M_h + u_h w_hᵀ``, so
-    ``‖J‖² = aᵀGa + 2 Σ_hg a_h u_gᵀ M_h w_g + Σ_hg (u_h·u_g)(w_h·w_g)`` (``G`` the Gram
-    matrix of the ``M_h``). The ``T`` diagonal blocks add the query term and are formed
-    whole (``C×C`` each)."""
-    heads, d, dim, t = attention.num_heads, attention.head_dim, attention.embed_dim, x.size(0)
+    With ``a_h = p′_ij``, ``ũ_h = p′_ij v_j − p_ij ō_i``, ``w_h = W_k^hᵀ q̂_i``,
+    ``M_h = W_o^h W_v^h``: ``J_ij = A + B (+ Q on the diagonal)`` with ``A = Σ_h a_h M_h``,
+    ``B = Σ_h (W_o^h ũ_h) w_hᵀ``, ``Q = Σ_h W_o^h R_i^h W_q^h/√d``; each of ``‖A‖²``, ``‖B‖²``,
+    ``⟨A, B⟩`` (and on the diagonal ``‖Q‖²``, ``⟨A, Q⟩``, ``⟨B, Q⟩``) is a sum over head
+    pairs of d-dimensional products with the Gram blocks of :class:`_Grams`."""
+    g = _grams(attention)
+    o_, vv_, qq_, kk_, vq_, qk_, ovk_ = (
+        g.blocks[n] for n in ("o", "vv", "qq", "kk", "vq", "qk", "ovk")
+    )
+    heads, d, t = attention.num_heads, attention.head_dim, x.size(0)
+    scale = float(attention.scaling)
     f64 = torch.float64
     with torch.no_grad():
         p, pm = (z.to(f64) for z in _probabilities(attention, x))  # (H, T, T)
         xs = x[:, 0].to(f64)  # (T, C)
-        wq, bq = (z.to(f64) for z in _head_weights(attention, attention.q_proj, heads, d))
-        wk, bk = (z.to(f64) for z in _head_weights(attention, attention.k_proj, heads, d))
-        wv, bv = (z.to(f64) for z in _head_weights(attention, attention.v_proj, heads, d))
-        wo_full = attention.out_proj.weight.to(f64)  # (C, H·d)
-        wo = wo_full.view(dim, heads, d).permute(1, 0, 2)  # (H, C, d)
-        scaling = float(attention.scaling)
-        q = scaling * (torch.einsum("hdc,tc->htd", wq, xs) + bq[:, None])  # q̂ (H, T, d)
-        k = torch.einsum("hdc,tc->htd", wk, xs) + bk[:, None]
-        v = torch.einsum("hdc,tc->htd", wv, xs) + bv[:, None]
+        q, k, v = (
+            torch.einsum("hdc,tc->htd", g.w[n], xs) + g.b[n][:, None] for n in ("q", "k", "v")
+        )
+        q = q * scale  # q̂
         o = pm @ v  # ō_i = Σ_k p′_ik v_k
         kbar = p @ k  # k̄_i = Σ_k p_ik k_k
-        vo = torch.einsum("hcd,htd->thc", wo, v)  # W_o^h v_j   (T, H, C)
-        oo = torch.einsum("hcd,htd->thc", wo, o)  # W_o^h ō_i   (T, H, C)
-        w = torch.einsum("hdc,htd->thc", wk, q)  # w_h = W_k^hᵀ q̂_i   (T, H, C)
-        m = wo @ wv  # M_h   (H, C, C)
-        gram = m.flatten(1) @ m.flatten(1).T  # ⟨M_h, M_g⟩   (H, H)
-        vv = torch.einsum("jhc,jgc->jhg", vo, vo)
-        oo_gram = torch.einsum("ihc,igc->ihg", oo, oo)
-        ww = torch.einsum("ihc,igc->ihg", w, w)
-        per_row = 8 * (2 * heads * heads * dim + 8 * t * heads * heads + 3 * dim * dim)
+        vg = torch.einsum("hgde,gje->hgjd", o_, v)  # Go_hg v_j^g
+        og = torch.einsum("hgde,gie->hgid", o_, o)  # Go_hg ō_i^g
+        vv = torch.einsum("hjd,hgjd->jhg", v, vg)  # (W_o v_j)^h · (W_o v_j)^g
+        oo = torch.einsum("hid,hgid->ihg", o, og)
+        ww = torch.einsum("hid,hgde,gie->ihg", q, kk_, q)  # w_h · w_g
+        yo = torch.einsum("hgde,gie->ihgd", ovk_, q)  # W_o^gᵀ M_h w_g
+        oz = torch.einsum("gid,ihgd->ihg", o, yo)  # (W_o ō_i)^g · M_h w_g
+        per_row = 8 * (6 * t * heads * heads + 4 * heads * heads * d * d)
         chunk = max(1, min(t, memory_mb * 2**20 // per_row))
         beta2 = xs.new_zeros(t, t)
         for start in range(0, t, chunk):
             rows = slice(start, min(start + chunk, t))
             a = pm[:, rows].permute(1, 2, 0)  # a[i, j, h] = p′_ij^h
             b = p[:, rows].permute(1, 2, 0)  # p_ij^h
-            z = torch.einsum("hce,ige->ihgc", m, w[rows])  # M_h w_g   (n, H, H, C)
-            vz = torch.einsum("jgc,ihgc->ijhg", vo, z)
-            oz = torch.einsum("igc,ihgc->ihg", oo[rows], z)
-            vo_o = torch.einsum("jhc,igc->ijhg", vo, oo[rows])  # (W_o v_j)^h · (W_o ō_i)^g
-            norm_a = torch.einsum("ijh,hg,ijg->ij", a, gram, a)
-            cross = torch.einsum("ijh,ijg,ijhg->ij", a, a, vz) - torch.einsum(
-                "ijh,ijg,ihg->ij", a, b, oz
+            vz = torch.einsum("gjd,ihgd->ijhg", v, yo[rows])  # (W_o v_j)^g · M_h w_g
+            vo = torch.einsum("hjd,hgid->ijhg", v, og[:, :, rows])  # (W_o v_j)^h·(W_o ō_i)^g
+            w2 = ww[rows]
+            beta2[rows] = (
+                torch.einsum("ijh,hg,ijg->ij", a, g.gram_m, a)  # ‖A‖²
+                + 2 * torch.einsum("ijh,ijg,ijhg->ij", a, a, vz)  # 2⟨A, B⟩
+                - 2 * torch.einsum("ijh,ijg,ihg->ij", a, b, oz[rows])
+                + torch.einsum("ijh,ijg,jhg,ihg->ij", a, a, vv, w2)  # ‖B‖²
+                - 2 * torch.einsum("ijh,ijg,ijhg,ihg->ij", a, b, vo, w2)
+                + torch.einsum("ijh,ijg,ihg,ihg->ij", b, b, oo[rows], w2)
             )
-            norm_b = (
-                torch.einsum("ijh,ijg,jhg,ihg->ij", a, a, vv, ww[rows])
-                - 2 * torch.einsum("ijh,ijg,ijhg,ihg->ij", a, b, vo_o, ww[rows])
-                + torch.einsum("ijh,ijg,ihg,ihg->ij", b, b, oo_gram[rows], ww[rows])
+            # diagonal: + ‖Q‖² + 2⟨A, Q⟩ + 2⟨B, Q⟩, R_i = Σ_k p′_ik v_k k_kᵀ − ō_i k̄_iᵀ
+            idx = torch.arange(rows.start, rows.stop, device=x.device)
+            r = torch.einsum("hik,hkd,hke->ihde", pm[:, rows], v, k) - torch.einsum(
+                "hid,hie->ihde", o[:, rows], kbar[:, rows]
             )
-            beta2[rows] = norm_a + 2 * cross + norm_b
-            diag = torch.arange(rows.start, rows.stop, device=x.device)
-            blocks = _diagonal_blocks(rows, p, pm, q, k, v, o, wq, wk, wv, wo_full, kbar, scaling)
-            beta2[diag, diag] = blocks.pow(2).sum((1, 2))
+            tr = o_ @ r[:, None]  # T_hg = Go_hg R_g   (n, H, H, d, d)
+            a_ii, b_ii = pm[:, idx, idx].T, p[:, idx, idx].T  # (n, H)
+            u = a_ii[..., None] * v[:, idx].transpose(0, 1) - b_ii[..., None] * o[
+                :, rows
+            ].transpose(0, 1)  # ũ_h   (n, H, d)
+            z = torch.einsum("ghde,hie->ihgd", qk_, q[:, rows])  # W_q^g w_h
+            beta2[idx, idx] += (
+                scale**2 * torch.einsum("ihca,ihgcb,hgab->i", r, tr, qq_)  # ‖Q‖²
+                + 2 * scale * torch.einsum("ih,ihgde,hgde->i", a_ii, tr, vq_)  # 2⟨A, Q⟩
+                + 2 * scale * torch.einsum("ihd,ihgde,ihge->i", u, tr, z)  # 2⟨B, Q⟩
+            )
         return beta2.clamp(min=0).sqrt().to(x.dtype)
-
-
-def _diagonal_blocks(
-    rows: slice,
-    p: Tensor,
-    pm: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    o: Tensor,
-    wq: Tensor,
-    wk: Tensor,
-    wv: Tensor,
-    wo: Tensor,
-    kbar: Tensor,
-    scaling: float,
-) -> Tensor:
-    """``∂Y_i/∂x_i (n, C, C)`` for the queries ``rows``: ``W_o`` times the stacked per-head
-    ``p′_ii W_v^h + (p′_ii v_i − p_ii ō_i) w_hᵀ + R_i^h W_q^h/√d`` (``R_i`` the query term)."""
-    idx = torch.arange(rows.start, rows.stop, device=p.device)
-    a = pm[:, idx, idx].T  # (n, H)
-    b = p[:, idx, idx].T
-    u = a[..., None] * v[:, idx].transpose(0, 1) - b[..., None] * o[:, idx].transpose(0, 1)
-    w = torch.einsum("hdc,hnd->nhc", wk, q[:, idx])  # (n, H, C)
-    # R_i = Σ_k p′_ik v_k k_kᵀ − ō_i k̄_iᵀ   (n, H, d, d)
-    r = torch.einsum("hnk,hkd,hke->nhde", pm[:, idx], v, k) - torch.einsum(
-        "hnd,hne->nhde", o[:, idx], kbar[:, idx]
-    )
-    inner = (
-        a[..., None, None] * wv + u[..., :, None] * w[..., None, :] + scaling * (r @ wq)
-    )  # (n, H, d, C)
-    return wo @ inner.flatten(1, 2)
 
 
 def _bytes_per_product(attention: Any, t: int, dim: int) -> int:

@@ -232,7 +232,7 @@ def _jacobian_norms_structured(attention: Any, x: Tensor, memory_mb: int) -> Ten
     o_, vv_, qq_, kk_, vq_, qk_, ovk_ = (
         g.blocks[n] for n in ("o", "vv", "qq", "kk", "vq", "qk", "ovk")
     )
-    heads, d, t = attention.num_heads, attention.head_dim, x.size(0)
+    heads, t = attention.num_heads, x.size(0)
     scale = float(attention.scaling)
     f64 = torch.float64
     with torch.no_grad():
@@ -251,7 +251,14 @@ def _jacobian_norms_structured(attention: Any, x: Tensor, memory_mb: int) -> Ten
         ww = torch.einsum("hid,hgde,gie->ihg", q, kk_, q)  # w_h · w_g
         yo = torch.einsum("hgde,gie->ihgd", ovk_, q)  # W_o^gᵀ M_h w_g
         oz = torch.einsum("gid,ihgd->ihg", o, yo)  # (W_o ō_i)^g · M_h w_g
-        per_row = 8 * (6 * t * heads * heads + 4 * heads * heads * d * d)
+        # query path (diagonal): Q_i = s Σ_{h,k} p′_ik (W_o^h v_k)(W_q^hᵀ (k_k − k̄_i))ᵀ
+        vv_full = torch.einsum("hkd,hgld->hkgl", v, vg)  # v_k^hᵀ Go_hg v_l^g
+        kk_full = torch.einsum("hkd,hgde,gle->hkgl", k, qq_, k)  # k_k^hᵀ Gq_hg k_l^g
+        vvkk = (vv_full, (vv_full * kk_full).view(heads * t, heads * t))
+        del kk_full
+        pvq = o_ @ vq_.transpose(0, 1)  # Go_hg Gvq_gh = W_o^hᵀ W_o^g W_v^g W_q^hᵀ
+        xv = torch.einsum("hkd,hgde,hke->hkg", v, pvq, k)
+        per_row = 8 * 12 * t * heads * heads
         chunk = max(1, min(t, memory_mb * 2**20 // per_row))
         beta2 = xs.new_zeros(t, t)
         for start in range(0, t, chunk):
@@ -269,22 +276,37 @@ def _jacobian_norms_structured(attention: Any, x: Tensor, memory_mb: int) -> Ten
                 - 2 * torch.einsum("ijh,ijg,ijhg,ihg->ij", a, b, vo, w2)
                 + torch.einsum("ijh,ijg,ihg,ihg->ij", b, b, oo[rows], w2)
             )
-            # diagonal: + ‖Q‖² + 2⟨A, Q⟩ + 2⟨B, Q⟩, R_i = Σ_k p′_ik v_k k_kᵀ − ō_i k̄_iᵀ
+            # diagonal: + ‖Q‖² + 2⟨A, Q⟩ + 2⟨B, Q⟩ (Q: the query path)
             idx = torch.arange(rows.start, rows.stop, device=x.device)
-            r = torch.einsum("hik,hkd,hke->ihde", pm[:, rows], v, k) - torch.einsum(
-                "hid,hie->ihde", o[:, rows], kbar[:, rows]
-            )
-            tr = o_ @ r[:, None]  # T_hg = Go_hg R_g   (n, H, H, d, d)
+            pi = pm[:, rows].transpose(0, 1)  # π[i, h, k] = p′_ik^h
             a_ii, b_ii = pm[:, idx, idx].T, p[:, idx, idx].T  # (n, H)
             u = a_ii[..., None] * v[:, idx].transpose(0, 1) - b_ii[..., None] * o[
                 :, rows
-            ].transpose(0, 1)  # ũ_h   (n, H, d)
-            z = torch.einsum("ghde,hie->ihgd", qk_, q[:, rows])  # W_q^g w_h
-            beta2[idx, idx] += (
-                scale**2 * torch.einsum("ihca,ihgcb,hgab->i", r, tr, qq_)  # ‖Q‖²
-                + 2 * scale * torch.einsum("ih,ihgde,hgde->i", a_ii, tr, vq_)  # 2⟨A, Q⟩
-                + 2 * scale * torch.einsum("ihd,ihgde,ihge->i", u, tr, z)  # 2⟨B, Q⟩
+            ].transpose(0, 1)  # ũ_h = p′_ii v_i − p_ii ō_i   (n, H, d)
+            kb = kbar[:, rows]
+            # ‖Q‖²/s² = Σ π π VV·(k_k − k̄_i)ᵀ Gq (k_l − k̄_i): the k·k, k·k̄ and k̄·k̄ parts
+            gq_kb = torch.einsum("hgde,gie->hgid", qq_, kb)  # Gq_hg k̄_i^g
+            e = torch.einsum("hkd,hgid->ihkg", k, gq_kb)  # k_k^hᵀ Gq_hg k̄_i^g
+            sv = torch.einsum("hkgl,igl->ihkg", vvkk[0], pi)  # Σ_l VV[h,k,g,l] π[i,g,l]
+            norm_q = (
+                ((pi.flatten(1) @ vvkk[1]) * pi.flatten(1)).sum(-1)
+                - 2 * torch.einsum("ihk,ihkg,ihkg->i", pi, sv, e)
+                + torch.einsum("hid,hgid,ihg->i", kb, gq_kb, oo[rows])
             )
+            # ⟨A, Q⟩/s = Σ a_g π[h,k] v_k^hᵀ Go_hg Gvq_gh (k_k^h − k̄_i^h)
+            pk = torch.einsum("hgde,hie->hgid", pvq, kb)
+            y = torch.einsum("hkd,hgid->ihkg", v, pk)
+            cross_a = torch.einsum("ig,ihk,hkg->i", a_ii, pi, xv) - torch.einsum(
+                "ig,ihk,ihkg->i", a_ii, pi, y
+            )
+            # ⟨B, Q⟩/s = Σ π[h,k] (ũ_g·Go_gh v_k^h)(q̂_i^gᵀ W_k^g W_q^hᵀ (k_k^h − k̄_i^h))
+            u1 = torch.einsum("igd,ghkd->ighk", u, vg)
+            qt = torch.einsum("hgde,gie->ighd", qk_, q[:, rows])  # W_q^h W_k^gᵀ q̂_i^g
+            u2 = torch.einsum("ighd,hkd->ighk", qt, k) - torch.einsum(
+                "ighd,hid->igh", qt, kb
+            ).unsqueeze(-1)
+            cross_b = torch.einsum("ihk,ighk,ighk->i", pi, u1, u2)
+            beta2[idx, idx] += scale**2 * norm_q + 2 * scale * (cross_a + cross_b)
         return beta2.clamp(min=0).sqrt().to(x.dtype)
 
 

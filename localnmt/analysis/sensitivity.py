@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,7 +184,8 @@ class _Grams:
     gram_m: Tensor  # ⟨M_h, M_g⟩_F, M_h = W_o^h W_v^h   (H, H)
 
 
-_GRAMS: dict[int, _Grams] = {}
+#: per attention module (weakly held): its Grams, reused over the sentences
+_GRAMS: weakref.WeakKeyDictionary[Any, _Grams] = weakref.WeakKeyDictionary()
 
 
 def _grams(attention: Any) -> _Grams:
@@ -194,7 +196,7 @@ def _grams(attention: Any) -> _Grams:
         for t in (proj.weight, proj.bias)
     ]
     key = tuple((t.data_ptr(), t._version, tuple(t.shape)) for t in tensors)
-    cached = _GRAMS.get(id(attention))
+    cached = _GRAMS.get(attention)
     if cached is not None and cached.key == key:
         return cached
     heads, d, dim = attention.num_heads, attention.head_dim, attention.embed_dim
@@ -215,8 +217,7 @@ def _grams(attention: Any) -> _Grams:
         # F_hg = Go_gh · G^vk_hg: turns q̂_i^g into W_o^gᵀ W_o^h W_v^h W_k^gᵀ q̂_i^g
         blocks["ovk"] = blocks["o"].transpose(0, 1) @ blocks.pop("vk")
         gram_m = (blocks["o"] * blocks["vv"]).sum((-2, -1))
-    _GRAMS.clear()  # one layer at a time: a sentence's layers run in turn
-    _GRAMS[id(attention)] = cached = _Grams(key, w, b, blocks, gram_m)
+    _GRAMS[attention] = cached = _Grams(key, w, b, blocks, gram_m)
     return cached
 
 

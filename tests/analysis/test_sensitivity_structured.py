@@ -61,14 +61,17 @@ def test_structured_chunks_of_one_query_give_the_same_numbers():
 
 def test_structured_without_query_path():
     """W_q = 0: the logits no longer depend on the queries, the diagonal's query term vanishes
-    (R_i W_q = 0) and the closed form still matches autograd."""
+    (R_i W_q = 0) and the closed form still matches autograd. The weights change in place
+    after a first call: the cached per-layer Grams must follow."""
     attn = _attention("local_heads[masks=band1;global]", 16, 2)
+    x = torch.randn(5, 1, 16)
+    before = sensitivity.jacobian_norms(attn, x, method="structured")
     with torch.no_grad():
         attn.q_proj.weight.zero_()
-    x = torch.randn(5, 1, 16)
     want = sensitivity.jacobian_norms(attn, x, method="reference")
     got = sensitivity.jacobian_norms(attn, x, method="structured")
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(got, before, rtol=1e-3)
 
 
 @pytest.mark.parametrize("spec", ["localness", "rel_pos[clip=2]"])

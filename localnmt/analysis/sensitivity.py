@@ -26,13 +26,18 @@ with a fixed post-softmax mask ``m`` (local heads, eq. 9; ``m = 1`` otherwise),
     ∂Y_i/∂x_j = Σ_h W_o^h [ p′_ij W_v^h + (p′_ij v_j − p_ij ō_i) (W_k^hᵀ q̂_i)ᵀ
                             + δ_ij R_i^h W_q^h/√d ],    R_i = Σ_k p′_ik v_k k_kᵀ − ō_i k̄_iᵀ
 
-Off the diagonal ``‖∂Y_i/∂x_j‖²`` is a sum of H×H Gram terms (no C×C matrix per pair:
-O(T²·H²·C) per layer); the T diagonal blocks are formed whole. It applies to plain attention,
-``local_heads``, ``local_heads_renorm`` and ``tied_qk`` in eval mode; any other layer falls
-back to ``chunked`` (logged). ``--method chunked``: batched vector–Jacobian products
-(``torch.func.vmap``), ``T·C`` of them, in chunks within ``--memory-mb``. ``--method
-reference``: the first, all-at-once implementation (``T²·C²`` floats). The three give the same
-numbers (tests); structured is ~100× faster at C = 512 (module tests; timing in the history).
+No C×C block is ever formed: each squared norm expands into sums over head pairs of
+d-dimensional products with Gram blocks of the weights (``W_o^hᵀ W_o^g``, ``W_q^h W_k^gᵀ``,
+..., computed once per layer), the query path as ``T·H`` rank-1 terms; O(T²·H²·d + H²·T³)
+time and O(H²·T²) memory per layer and sentence, query rows in chunks within ``--memory-mb``.
+It applies to plain attention, ``local_heads``, ``local_heads_renorm`` and ``tied_qk`` in eval
+mode; any other layer falls back to ``chunked`` (logged). ``--method chunked``: batched
+vector–Jacobian products (``torch.func.vmap``), ``T·C`` of them, in chunks within
+``--memory-mb``. ``--method reference``: the first, all-at-once implementation (``T²·C²``
+floats). The three give the same numbers (tests: ≤ 1e-5 relative). Measured, one 512-dim
+8-head layer, one thread, shared 2-core CPU (load 3–7): T = 10: reference 6.9 s, chunked
+8.6 s, structured 0.05 s; T = 25: chunked 61 s, structured 0.08 s; structured at T = 60 / 398:
+0.15 s / 6.0 s (peak RSS 1.2 GB; chunked ran out of memory at T = 40 there).
 """
 
 from __future__ import annotations
@@ -453,11 +458,13 @@ def main(argv: list[str] | None = None) -> int:
         help="structured: closed-form Jacobian blocks (plain attention, local_heads, "
         "local_heads_renorm, tied_qk; other layers fall back to chunked, said in the log); "
         "chunked: batched vector-Jacobian products; reference: the whole Jacobian at once "
-        "(T²·C² floats). All three give the same numbers; memory of the first two is bounded "
-        "by --memory-mb",
+        "(T²·C² floats). All three give the same numbers",
     )
     parser.add_argument(
-        "--memory-mb", type=int, default=MEMORY_MB, help="memory budget of one chunk (MiB)"
+        "--memory-mb",
+        type=int,
+        default=MEMORY_MB,
+        help="budget of one chunk (MiB): of query rows (structured) or of VJPs (chunked)",
     )
     parser.add_argument("--out", default="analysis", help="output folder")
     args = parser.parse_args(argv)

@@ -33,7 +33,7 @@ def test_recipes_hold_the_former_literals():
     expected = {
         "base": (7e-4, 0.1, 4000, 100_000, 4096, 5, 1000, 20, True, None, 100),
         "big": (5e-4, 0.3, 4000, 300_000, 4096, 20, 1000, 20, True, None, 100),
-        "cpu": (1e-3, 0.1, 100, 20_000, 4096, 0, 0, 2, False, (256, 1024, 4, 3), 10),
+        "cpu": (2e-3, 0.1, 200, 20_000, 1024, 0, 0, 2, False, (128, 512, 4, 3), 10),
         "tiny": (1e-3, 0.1, 50, 200, 1024, 2, 0, 3, False, (64, 128, 4, 6), 10),
     }
     for name, values in expected.items():

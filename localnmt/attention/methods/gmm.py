@@ -340,13 +340,7 @@ class GaussianMixture(AttentionModifier):
 
     # ---- eq. 13-15 --------------------------------------------------------------------------
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
-        # Q(s_i): undo the pipeline's 1/√d; the predictors run on (Tq, B, H, d), the layout
-        # q is stored in (the pipeline's (B, H, Tq, d) is a view of it: no copy)
-        q = ctx.q.permute(2, 0, 1, 3)
-        raw = {
-            name: value.permute(1, 2, 0, 3)
-            for name, value in self.predictors(q, math.sqrt(q.size(-1))).items()
-        }
+        raw = self.predictors(ctx.q, math.sqrt(ctx.q.size(-1)))  # Q(s_i): undo the 1/√d
         positions, real, blocked, length = self.source(ctx)
         params = self.mixture_params(ctx, raw, length)
         normalise = self.options.variant == "norm"

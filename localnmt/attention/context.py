@@ -139,6 +139,11 @@ class AttentionContext:
         return self._positions
 
     @property
+    def positions_computed(self) -> bool:
+        """Whether a modifier has read (or replaced) the positions of this call yet."""
+        return self._positions is not None
+
+    @property
     def key_positions(self) -> Tensor:
         return self._get_positions()[0]
 

@@ -27,6 +27,8 @@ from torch import Tensor, nn
 from localnmt.attention.context import AttentionContext, AttentionSite, BandMask, QuadraticBias
 
 STAGES = ("transform", "bias", "restrict", "post", "value_term")
+#: Suffix of the incremental-state entries that depend on the source sentence only.
+SOURCE_SUFFIX = "@source"
 
 
 class SpecError(ValueError):
@@ -83,10 +85,19 @@ class AttentionModifier(nn.Module):
         """This modifier's per-hypothesis tensor ``key`` from the incremental state."""
         return None if ctx.state is None else ctx.state.get(self.state_prefix + key)
 
-    def set_state(self, ctx: AttentionContext, key: str, value: Tensor) -> None:
-        """Keep a batch-first tensor for the next decoding step; beam search reorders it."""
+    def set_state(
+        self, ctx: AttentionContext, key: str, value: Tensor, source: bool = False
+    ) -> None:
+        """Keep a batch-first tensor for the next decoding step; beam search reorders it.
+        ``source=True``: it depends on the source sentence only (cross-attention), so, like
+        the cached keys, it moves only when the batch shrinks, not when hypotheses of one
+        sentence are reordered."""
         if ctx.state is not None:
-            ctx.state[self.state_prefix + key] = value
+            ctx.state[self.state_prefix + key + (SOURCE_SUFFIX if source else "")] = value
+
+    def get_source_state(self, ctx: AttentionContext, key: str) -> Tensor | None:
+        """A tensor kept with ``set_state(..., source=True)``."""
+        return self.get_state(ctx, key + SOURCE_SUFFIX)
 
     def uses(self, stage: str) -> bool:
         """Whether this modifier overrides ``stage``."""

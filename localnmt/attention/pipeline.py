@@ -32,7 +32,7 @@ from localnmt.attention.context import (
     key_positions_from_padding,
 )
 from localnmt.attention.kernels import AttentionProblem, dense_attention, fast_attention
-from localnmt.attention.modifier import AttentionModifier, apply_head_selection
+from localnmt.attention.modifier import SOURCE_SUFFIX, AttentionModifier, apply_head_selection
 from localnmt.attention.record import AttentionRecord
 
 IncrementalState = dict[str, dict[str, Tensor | None]]
@@ -231,6 +231,11 @@ class LocalAttention(MultiheadAttention):
                 assert k is not None and v is not None
                 k = torch.cat([prev_key, k], dim=2)
                 v = torch.cat([prev_value, v], dim=2)
+        elif static_kv and k is not None and v is not None:
+            # the source's keys and values are read at every decoding step: store them in
+            # (B, H, Tk, d) order once (the projection's layout is (Tk, B, H, d), so reading
+            # it as (B, H, Tk, d) strides over the whole batch for every key)
+            k, v = k.contiguous(), v.contiguous()
         assert k is not None and v is not None
         key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
             key_padding_mask=key_padding_mask,
@@ -407,7 +412,7 @@ class LocalAttention(MultiheadAttention):
                 if value is None:
                     continue
                 if (
-                    name in _STATIC_SOURCE_KEYS
+                    (name in _STATIC_SOURCE_KEYS or name.endswith(SOURCE_SUFFIX))
                     and self.encoder_decoder_attention
                     and value.size(0) == new_order.size(0)
                 ):

@@ -57,6 +57,22 @@ class RelativePosition(AttentionModifier):
         nn.init.xavier_uniform_(self.rel_key.weight)
         nn.init.xavier_uniform_(self.rel_value.weight)
 
+    def step_buckets(self, ctx: AttentionContext) -> Tensor | None:
+        """``clip(j − i, k) + k`` as int64 ``(Tk,)`` for one decoding step of self-attention
+        without padding (beam search), where it is the same for every hypothesis: key ``j``
+        sits at ``j`` and the query at ``Tk − 1``. None elsewhere (:meth:`buckets`), also
+        when a modifier before this one has read or moved the positions."""
+        if not (ctx.incremental and ctx.q.size(2) == 1 and ctx.site.kind != "cross"):
+            return None
+        if ctx.key_padding_mask is not None or ctx.positions_computed:
+            return None
+        k = self.options.clip
+        key = f"rel_pos.step_buckets.{k}"
+        if key not in ctx.extras:
+            tk = ctx.k.size(2)  # j − (Tk − 1) ≤ 0, so only the lower clip applies
+            ctx.extras[key] = torch.arange(k + 1 - tk, k + 1, device=ctx.k.device).clamp_(min=0)
+        return ctx.extras[key]
+
     def buckets(self, ctx: AttentionContext) -> Tensor:
         """``clip(j − i, k) + k`` as int64 ``(B, 1, Tq, Tk)`` (eq. 5), computed once per call
         (the bias and the value term share it)."""
@@ -70,17 +86,24 @@ class RelativePosition(AttentionModifier):
     def bias(self, ctx: AttentionContext) -> Tensor:
         """``q_i · a^K_ij`` (q is already scaled by 1/√d), float32 ``(B, H, Tq, Tk)``."""
         table = self.rel_key.weight
+        step = self.step_buckets(ctx)
+        if step is not None:  # q_i · w^K_b(j) with the rows a^K_ij = w^K_b(j) gathered first
+            return torch.matmul(ctx.q.to(table.dtype), table.index_select(0, step).t()).float()
         scores = torch.matmul(ctx.q.to(table.dtype), table.t()).float()  # (B, H, Tq, 2k+1)
         idx = self.buckets(ctx)
         idx = idx.expand(scores.size(0), scores.size(1), idx.size(2), idx.size(3))
         return scores.gather(-1, idx)
 
     def value_term(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
-        """``Σ_j α_ij a^V_ij``: probabilities summed per distance bucket, times w^V."""
+        """``Σ_j α_ij a^V_ij``: probabilities summed per distance bucket, times w^V (one
+        decoding step: ``α_i · a^V_i`` with the rows ``a^V_ij`` gathered)."""
+        table = self.rel_value.weight
+        step = self.step_buckets(ctx)
+        if step is not None:
+            return torch.matmul(probs.to(table.dtype), table.index_select(0, step)).to(ctx.v.dtype)
         idx = self.buckets(ctx)
         idx = idx.expand(probs.size(0), probs.size(1), idx.size(2), idx.size(3))
         size = self.rel_value.num_embeddings
         per_bucket = probs.float().new_zeros(*probs.shape[:3], size)
         per_bucket = per_bucket.scatter_add(-1, idx, probs.float())
-        table = self.rel_value.weight
         return torch.matmul(per_bucket.to(table.dtype), table).to(ctx.v.dtype)

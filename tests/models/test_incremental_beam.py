@@ -1,0 +1,86 @@
+"""Beam search with incremental decoding gives the hypotheses of decoding without it.
+
+Incremental decoding takes shortcuts that the full forward does not: source-only tensors
+computed once per sentence (GMM cross-attention), relative-position buckets shared by every
+hypothesis of a step (rel_pos), cross-attention keys cached in their own layout. The
+reference decodes with fairseq's ``SequenceGenerator`` told that the model has no
+incremental state, so every step re-runs the whole decoder over the prefix (the general
+path); both must choose the same hypotheses with the same scores.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+SMALL = [
+    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+    "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
+    "--encoder-layers", "2", "--decoder-layers", "2", "--dropout", "0",
+]  # fmt: skip
+REL_POS = [
+    "--encoder-attn-modifiers", "rel_pos[clip=3]", "--decoder-attn-modifiers", "rel_pos[clip=3]",
+    "--no-token-positional-embeddings",
+]  # fmt: skip
+
+
+def _build(arch: str, extra: list[str]):
+    from fairseq import options
+    from fairseq.data import Dictionary
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    d = Dictionary()
+    for i in range(24):
+        d.add_symbol(f"w{i}")
+    parser = options.get_training_parser()
+    argv = ["/nonexistent", "--arch", arch, "--share-all-embeddings", *SMALL, *extra]
+    args = options.parse_args_and_arch(parser, argv)
+    task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
+    torch.manual_seed(0)
+    return ARCH_MODEL_REGISTRY[arch].build_model(args, task).eval(), d
+
+
+def _sample(d, lengths: list[int], total: int) -> dict:
+    """A left-padded source batch, as fairseq collates it."""
+    gen = torch.Generator().manual_seed(5)
+    src = torch.full((len(lengths), total), d.pad())
+    for b, n in enumerate(lengths):
+        src[b, total - n :] = torch.randint(d.nspecial, len(d), (n,), generator=gen)
+        src[b, -1] = d.eos()
+    return {"net_input": {"src_tokens": src, "src_lengths": torch.tensor(lengths)}}
+
+
+def _beam(model, d, sample: dict, incremental: bool) -> list:
+    from fairseq.sequence_generator import SequenceGenerator
+
+    generator = SequenceGenerator([model], d, beam_size=4, max_len_a=0, max_len_b=10, min_len=6)
+    if not incremental:  # every step runs the decoder over the whole prefix
+        generator.model.has_incremental = False
+    with torch.no_grad():
+        return generator.generate([model], sample)
+
+
+@pytest.mark.parametrize(
+    "arch,extra",
+    [
+        ("zhang2021_gmm_base", []),
+        ("zhang2021_gmm_norm_base", []),
+        ("zhang2021_synthesis_base", []),
+        ("localnmt_base", REL_POS),
+    ],
+    ids=["gmm", "gmm-norm", "synthesis", "rel-pos"],
+)
+def test_beam_search_equals_decoding_without_incremental_state(arch, extra):
+    model, d = _build(arch, extra)
+    sample = _sample(d, [9, 6, 3], 9)
+    fast, reference = _beam(model, d, sample, True), _beam(model, d, sample, False)
+    assert len(fast) == len(reference) == 3
+    for hyps, refs in zip(fast, reference):
+        assert [h["tokens"].tolist() for h in hyps] == [r["tokens"].tolist() for r in refs]
+        scores = torch.stack([h["score"] for h in hyps])
+        torch.testing.assert_close(scores, torch.stack([r["score"] for r in refs]))
+    # the steps took the shortcuts this test is about
+    assert max(len(h[0]["tokens"]) for h in fast) > 3 + 1  # beyond the clip distance

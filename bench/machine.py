@@ -10,15 +10,7 @@ from typing import Any
 
 import torch
 
-
-def cpu_model() -> str:
-    """CPU model name from ``/proc/cpuinfo`` (Linux), else ``platform.processor()``."""
-    info = Path("/proc/cpuinfo")
-    if info.exists():
-        for line in info.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+from localnmt.machine import cpu_model
 
 
 def git_commit() -> str | None:

@@ -10,13 +10,15 @@ and validations evenly spaced in wall clock (:mod:`localnmt.runs.timed_validatio
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from localnmt.data.steps import StepRunner
 from localnmt.runs.train_run import train_run
 
-_PROGRESS = ("train_inner", "| valid |", "done training", "Stopping training")
+_PROGRESS = ("| valid |", "done training", "Stopping training")
+_ECHO_EVERY = 250  # updates between echoed training-loss lines (the log has every 10th)
 
 
 def curve_path(run_dir: Path) -> Path:
@@ -52,7 +54,9 @@ def train_system(
     returns the step's name (translation depends on it)."""
 
     def progress(line: str) -> None:
-        if any(key in line for key in _PROGRESS):
+        inner = "train_inner" in line and re.search(r"num_updates=(\d+)", line)
+        if any(key in line for key in _PROGRESS) or (inner and
+                                                     int(inner.group(1)) % _ECHO_EVERY == 0):
             log("    " + line.split(" | ", 3)[-1][:150])
 
     step = f"train.{name}"

@@ -49,6 +49,11 @@ def translate_system(
                outputs=[out / "hyp.txt", out / "scores.json"])  # fmt: skip
 
 
+def label(row: dict) -> str:
+    """``paper: row`` (``zhang2021: Our Method``), the row alone when the paper is unknown."""
+    return f"{row['paper']}: {row['row']}" if row.get("paper") else row["row"]
+
+
 def collect(
     systems: list[dict], workdir: Path, ref: Path, samples: int
 ) -> tuple[list[SystemResult], str, int]:
@@ -75,7 +80,7 @@ def collect(
         updates = max([train_log.num_updates, *(p["updates"] for p in curve)])
         seconds = curve[-1]["minutes"] * 60 if curve else 0.0
         results.append(SystemResult(
-            name=row["name"], row=row["row"], arch=row["arch"], args=list(row.get("args", [])),
+            name=row["name"], row=label(row), arch=row["arch"], args=list(row.get("args", [])),
             bleu=round(interval.score, 2),
             ci=[round(float(interval.ci[0]), 2), round(float(interval.ci[1]), 2)],
             p_value=None if interval.p_value is None else round(float(interval.p_value), 4),

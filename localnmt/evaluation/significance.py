@@ -113,7 +113,8 @@ def bootstrap_intervals(
     """95 % bootstrap intervals and paired bootstrap tests against the first system, both by
     sacrebleu's own resampling (``sacrebleu.significance.PairedTest``, test type ``bs``; seed
     from ``SACREBLEU_SEED``, 12345 by default). The interval is sacrebleu's: the resampled
-    mean ± half the distance between the 2.5th and 97.5th percentiles. sacrebleu counts
+    mean ± half the distance between the 2.5th and 97.5th percentiles, cut to BLEU's range
+    [0, 100] (near 0 the symmetric interval would reach below it). sacrebleu counts
     resampled differences strictly above the observed one, so two systems with the same
     score would get p = 1/(samples+1); an observed difference of exactly zero gets p = 1."""
     from sacrebleu.significance import PairedTest
@@ -130,7 +131,7 @@ def bootstrap_intervals(
     base = results[0].score
     return [
         SystemInterval(name, float(r.score), float(r.mean),
-                       (float(r.mean - r.ci), float(r.mean + r.ci)),
+                       (max(float(r.mean - r.ci), 0.0), min(float(r.mean + r.ci), 100.0)),
                        None if r.p_value is None else 1.0 if r.score == base else float(r.p_value))
         for (name, _), r in zip(systems, results)
     ]  # fmt: skip

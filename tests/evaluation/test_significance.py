@@ -45,3 +45,28 @@ def test_markers() -> None:
     assert significance_marker(0.03, 1.0) == "↑"
     assert significance_marker(0.2, 1.0) == ""
     assert significance_marker(0.03, -1.0) == "↓"
+
+
+def test_bootstrap_intervals_are_sacrebleus() -> None:
+    import pytest
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    from localnmt.evaluation.significance import bootstrap_intervals
+
+    refs = [f"the cat {i} sat on the mat near door {i % 7}" for i in range(60)]
+    weak = [f"a cat {i} sat on a mat" if i % 3 else f"the cat {i} sat" for i in range(60)]
+    good = [r if i % 4 else r.replace("mat", "rug") for i, r in enumerate(refs)]
+    out = bootstrap_intervals([("weak", weak), ("good", good), ("same", weak)], refs, samples=200)
+    _, direct = PairedTest([("weak", weak), ("good", good)], {"BLEU": BLEU()}, [refs],
+                           test_type="bs", n_samples=200)()  # fmt: skip
+    for mine, theirs in zip(out, direct["BLEU"]):
+        assert mine.score == pytest.approx(theirs.score)
+        assert mine.ci == pytest.approx((theirs.mean - theirs.ci, theirs.mean + theirs.ci))
+    assert out[0].p_value is None and out[1].p_value == pytest.approx(direct["BLEU"][1].p_value)
+    assert out[1].p_value < 0.05 and out[2].p_value == 1.0  # equal scores: p = 1, not 1/201
+    bad = bootstrap_intervals([("x", ["zzz"] * 59 + [refs[0]]), ("y", ["q"] * 60)], refs,
+                              samples=200)  # fmt: skip
+    assert bad[0].ci[0] == 0.0 <= bad[0].ci[1] and bad[1].ci == (0.0, 0.0)  # cut at 0
+    with pytest.raises(ValueError, match="59 hypotheses but 60 references"):
+        bootstrap_intervals([("x", weak[:59])], refs)

@@ -54,9 +54,9 @@ def train_system(
     returns the step's name (translation depends on it)."""
 
     def progress(line: str) -> None:
-        inner = "train_inner" in line and re.search(r"num_updates=(\d+)", line)
-        if any(key in line for key in _PROGRESS) or (inner and
-                                                     int(inner.group(1)) % _ECHO_EVERY == 0):
+        updates = re.search(r"num_updates=(\d+)", line) if "train_inner" in line else None
+        echoed = updates is not None and int(updates.group(1)) % _ECHO_EVERY == 0
+        if echoed or any(key in line for key in _PROGRESS):
             log("    " + line.split(" | ", 3)[-1][:150])
 
     step = f"train.{name}"

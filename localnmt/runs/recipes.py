@@ -53,15 +53,9 @@ class Recipe:
 
 
 @dataclass(frozen=True)
-class FinetuneRecipe:
-    """Fine-tuning a BERT on one GLUE task (configs/recipes.yaml, ``glue_finetune``);
-    ``grid`` holds the (batch size, lr) settings the paper searches."""
+class BertOptimisation:
+    """What the BERT recipes share: regularisation and the Adam / LAMB settings."""
 
-    lr: float
-    batch_size: int
-    grid: tuple[tuple[int, float], ...]
-    warmup: int
-    max_epoch: int
     weight_decay: float
     clip_norm: float
     dropout: float
@@ -73,7 +67,19 @@ class FinetuneRecipe:
 
 
 @dataclass(frozen=True)
-class PretrainRecipe:
+class FinetuneRecipe(BertOptimisation):
+    """Fine-tuning a BERT on one GLUE task (configs/recipes.yaml, ``glue_finetune``);
+    ``grid`` holds the (batch size, lr) settings the paper searches."""
+
+    lr: float
+    batch_size: int
+    grid: tuple[tuple[int, float], ...]
+    warmup: int
+    max_epoch: int
+
+
+@dataclass(frozen=True)
+class PretrainRecipe(BertOptimisation):
     """Masked-LM pre-training of a BERT in two phases (configs/recipes.yaml,
     ``roberta_pretrain``); a phase's warm-up is ``max_warmup`` updates, or a tenth of its
     updates when it has fewer than ``max_warmup``."""
@@ -86,14 +92,6 @@ class PretrainRecipe:
     phase2_updates: int
     phase2_tokens_per_sample: int
     max_warmup: int
-    weight_decay: float
-    clip_norm: float
-    dropout: float
-    attention_dropout: float
-    adam_betas: str
-    adam_eps: float
-    lamb_betas: str
-    lamb_eps: float
 
 
 _TYPES: dict[str, Key] = {

@@ -34,6 +34,7 @@ from localnmt.attention.context import (
 from localnmt.attention.kernels import AttentionProblem, dense_attention, fast_attention
 from localnmt.attention.modifier import SOURCE_SUFFIX, AttentionModifier, apply_head_selection
 from localnmt.attention.record import AttentionRecord
+from localnmt.attention.threads import one_thread_if_small
 
 IncrementalState = dict[str, dict[str, Tensor | None]]
 
@@ -167,40 +168,20 @@ class LocalAttention(MultiheadAttention):
         if self.add_zero_attn:
             k, v, key_padding_mask, attn_mask = self._zero_attn(k, v, key_padding_mask, attn_mask)
 
-        ctx = self._context(query, q, k, v, key_padding_mask, saved_state, query_offset)
-        for modifier in self._uses("transform"):
-            modifier.transform(ctx)
-        problem = self._problem(ctx, key_padding_mask, attn_mask)
+        # decoding steps and small batches: the map is too small to share among threads
+        with one_thread_if_small(bsz * self.num_heads * tgt_len * k.size(2), q.device):
+            ctx = self._context(query, q, k, v, key_padding_mask, saved_state, query_offset)
+            for modifier in self._uses("transform"):
+                modifier.transform(ctx)
+            problem = self._problem(ctx, key_padding_mask, attn_mask)
+            if before_softmax:
+                from localnmt.attention.kernels import dense_logits
 
-        if before_softmax:
-            from localnmt.attention.kernels import dense_logits
-
-            logits = dense_logits(problem)
-            return logits.view(-1, *logits.shape[2:]).type_as(query), ctx.v.reshape(
-                -1, *ctx.v.shape[2:]
-            )
-
-        post_mods = self._uses("post")
-        value_mods = self._uses("value_term")
-        needs_probs = need_weights or bool(post_mods) or bool(value_mods) or self.recording
-        probs: Tensor | None = None
-        if needs_probs:
-            out, probs, logits = dense_attention(
-                problem,
-                post=(lambda p: self._post(ctx, p, post_mods)) if post_mods else None,
-                dropout=self.dropout_module,
-            )
-            for modifier in value_mods:
-                term = modifier.value_term(ctx, self.dropout_module(probs.type_as(ctx.v)))
-                if term is not None:
-                    out = out + apply_head_selection(modifier, term, 0.0)
-            if ctx.record is not None:
-                ctx.record.logits = logits.detach()
-                ctx.record.probs = probs.detach()
-                if ctx.record.probs_before_post is None:  # no post stage: the same tensor
-                    ctx.record.probs_before_post = ctx.record.probs
-        else:
-            out = fast_attention(problem)
+                logits = dense_logits(problem)
+                return logits.view(-1, *logits.shape[2:]).type_as(query), ctx.v.reshape(
+                    -1, *ctx.v.shape[2:]
+                )
+            out, probs = self._attend(ctx, problem, need_weights)
         if self.recording:
             self.last_record = ctx.record
 
@@ -212,6 +193,31 @@ class LocalAttention(MultiheadAttention):
             if not need_head_weights:
                 weights = weights.mean(dim=0)
         return out, weights
+
+    def _attend(
+        self, ctx: AttentionContext, problem: AttentionProblem, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """``(out (B, H, Tq, d), probs or None)``: the dense path where probabilities are
+        needed (weights, post-softmax modifiers, value terms, recording), else a kernel."""
+        post_mods = self._uses("post")
+        value_mods = self._uses("value_term")
+        if not (need_weights or post_mods or value_mods or self.recording):
+            return fast_attention(problem), None
+        out, probs, logits = dense_attention(
+            problem,
+            post=(lambda p: self._post(ctx, p, post_mods)) if post_mods else None,
+            dropout=self.dropout_module,
+        )
+        for modifier in value_mods:
+            term = modifier.value_term(ctx, self.dropout_module(probs.type_as(ctx.v)))
+            if term is not None:
+                out = out + apply_head_selection(modifier, term, 0.0)
+        if ctx.record is not None:
+            ctx.record.logits = logits.detach()
+            ctx.record.probs = probs.detach()
+            if ctx.record.probs_before_post is None:  # no post stage: the same tensor
+                ctx.record.probs_before_post = ctx.record.probs
+        return out, probs
 
     def _update_cache(
         self,

@@ -399,3 +399,50 @@ def test_training_memory_does_not_grow_with_components(variant):
     one, eight = (_saved_maps(f"gmm[variant={variant},k={k}]") for k in (1, 8))
     assert eight - one < 0.5, (one, eight)
     assert eight < 8
+
+
+@pytest.mark.parametrize("variant", ["approx", "norm"])
+def test_mixture_params_values_and_gradients_match_eq_10_to_12(variant):
+    """ω, μ, σ and log ω − log Z (eq. 10-12, σ floored at 0.5) written term by term, against
+    the modifier's conversion from one shared sigmoid, values and gradients."""
+    mod = make(f"gmm[variant={variant}]").modifiers[0]
+    torch.manual_seed(5)
+    raw = {n: (torch.randn(B, H, TQ, 4) * 3).requires_grad_() for n in ("mu", "sigma", "omega")}
+    length = torch.tensor([9.0, 6.0, 2.0])[:, None, None, None].expand(B, 1, TQ, 1)
+    squashed = {n: torch.sigmoid(raw[n]) for n in ("mu", "sigma")}
+    params = mod.mixture_params(None, raw, length, squashed)  # type: ignore[arg-type]
+
+    omega = torch.softmax(raw["omega"], dim=-1)  # eq. 10
+    mu = length * torch.sigmoid(raw["mu"])  # eq. 11
+    if variant == "norm":
+        sigma = length * torch.sigmoid(raw["sigma"])
+    else:  # eq. 12
+        candidates = (length / 6 * torch.sigmoid(raw["sigma"]), mu / 3, (length - mu) / 3)
+        sigma = torch.stack(candidates).amin(dim=0)
+    sigma = torch.where(sigma > 0.5, sigma, torch.full_like(sigma, 0.5))
+    log_scale = torch.log(omega / torch.sqrt(2 * math.pi * sigma**2))
+    weights = [torch.randn(B, H, TQ, 4) for _ in range(3)]
+    ours = [params.log_scale, params.mu, params.sigma]
+    ref = [log_scale, mu, sigma]
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    grads = [
+        torch.autograd.grad(sum((w * t).sum() for w, t in zip(weights, ts)), list(raw.values()))
+        for ts in (ours, ref)
+    ]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_predictor_outputs_padding_columns_are_zero():
+    """K = 4 with a gate has 13 outputs, computed 16 wide (GEMM panel): the 3 extra columns
+    are exactly 0 and every named output equals its own FFN (eq. 7-9, 14)."""
+    mod = make("gmm").modifiers[0]
+    q = torch.randn(B, H, TQ, D)
+    with torch.no_grad():
+        outputs = mod.predictors.outputs(q)
+        named = mod.predictors.split(outputs)
+    assert outputs.size(-1) == 16
+    assert torch.equal(outputs[..., 13:], torch.zeros(B, H, TQ, 3))
+    for name in ("mu", "sigma", "omega", "gate"):
+        torch.testing.assert_close(named[name], ffn(mod, name, q), atol=1e-5, rtol=1e-5)

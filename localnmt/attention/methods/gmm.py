@@ -86,18 +86,31 @@ class PredictorBank(nn.Module):
 
     def forward(self, q: Tensor, scale: float = 1.0) -> dict[str, Tensor]:
         """The raw outputs ``V^T tanh(W^T (scale·q) + b1) + b2`` of every predictor."""
+        return self.split(self.outputs(q, scale))
+
+    def outputs(self, q: Tensor, scale: float = 1.0) -> Tensor:
+        """All raw outputs side by side, ``(…, Σ out)`` (and zero columns of padding after
+        them, see :meth:`_folded`)."""
         # tanh(x) = 2·sigmoid(2x) − 1, so V^T tanh(x) + b2 = (2V)^T sigmoid(2x) + (b2 − V^T 1):
         # torch's CPU tanh is several times slower than its sigmoid (5.6 vs 0.8 ms on 2M
         # floats, AVX-512) and the hidden layer is (B, H, Tq, n·d); the factors go into the
         # weights instead of the activations (2·scale is exact when scale is a power of two,
         # as √64 = 8 is). Agrees with the tanh form to float32 rounding (≤ 1e-6 here).
         w1, b1, w2, b2 = self._folded(scale)
-        out = F.linear(F.linear(q, w1, b1).sigmoid_(), w2, b2)
-        return dict(zip(self.names, out.split(self.outs, dim=-1)))
+        return F.linear(F.linear(q, w1, b1).sigmoid_(), w2, b2)
+
+    def split(self, outputs: Tensor) -> dict[str, Tensor]:
+        """:meth:`outputs` (or a function of it, element by element) by predictor name."""
+        return dict(zip(self.names, outputs[..., : sum(self.outs)].split(self.outs, dim=-1)))
 
     def _folded(self, scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``2·scale·W``, ``2·b1``, ``2·V`` (block-diagonal, (Σ out, n·d)), ``b2 − V^T 1``;
-        kept between calls without autograd (decoding: the same weights at every step)."""
+        kept between calls without autograd (decoding: the same weights at every step).
+
+        The output block gets zero rows up to a multiple of 16 when Σ out is 9-15 (mod 16):
+        MKL's single-precision GEMM computes 16 output columns in one panel and a ragged
+        edge slowly; (256, 256)·(256, 13) takes 62 µs on one AMD EPYC core, (256, 256)·
+        (256, 16) 30 µs, and K = 4 with a gate has 13 outputs. The extra columns are 0."""
         params = (self.hidden_weight, self.hidden_bias, self.out_weight, self.out_bias)
         key = None
         if not torch.is_grad_enabled():
@@ -105,12 +118,12 @@ class PredictorBank(nn.Module):
             if self._cache is not None and self._cache[0] == key:
                 return self._cache[1]
         blocks = torch.block_diag(*self.out_weight.split(self.outs))
-        folded = (
-            self.hidden_weight * (2 * scale),
-            self.hidden_bias * 2,
-            blocks * 2,
-            self.out_bias - self.out_weight.sum(dim=1),
-        )
+        out_bias = self.out_bias - self.out_weight.sum(dim=1)
+        pad = -blocks.size(0) % 16 if blocks.size(0) % 16 > 8 else 0
+        if pad:
+            blocks = F.pad(blocks, (0, 0, 0, pad))
+            out_bias = F.pad(out_bias, (0, pad))
+        folded = (self.hidden_weight * (2 * scale), self.hidden_bias * 2, blocks * 2, out_bias)
         self._cache = None if key is None else (key, folded)
         return folded
 
@@ -195,8 +208,8 @@ def mixture_attention(
         beta = _MixtureSum.apply(*args)
     else:  # inference: the same sum, without the autograd Function's call overhead
         beta = _MixtureSum.sum_terms(*args)
-    if blocked is not None:
-        beta = beta.masked_fill(blocked, 0.0)
+    if blocked is not None:  # β is a fresh tensor, and no backward reads it
+        beta = beta.masked_fill_(blocked, 0.0)
     if normalise:
         beta = beta / beta.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(beta.dtype).tiny)
     return beta
@@ -270,37 +283,43 @@ class GaussianMixture(AttentionModifier):
 
     # ---- eq. 7-12 and Table 1 -------------------------------------------------------------
     def mixture_params(
-        self, ctx: AttentionContext, raw: dict[str, Tensor], length: Tensor | None = None
+        self,
+        ctx: AttentionContext,
+        raw: dict[str, Tensor],
+        length: Tensor | None = None,
+        squashed: dict[str, Tensor] | None = None,
     ) -> MixtureParams:
         """Convert the FFN outputs ``raw`` (eq. 7-9, ``(B, H, Tq, ·)``) into the mixture;
-        ``length``: J as ``(B, 1, Tq or 1, 1)`` float32 (default: from ``ctx``)."""
+        ``length``: J as ``(B, 1, Tq or 1, 1)`` float32 (default: from ``ctx``);
+        ``squashed``: ``sigmoid(raw)`` by name where the caller took it in one op."""
         opts = self.options
         k = opts.k
         shape = (*raw["mu"].shape[:-1], k)
-        mu_hat = raw["mu"].float().expand(shape)
-        sigma_hat = raw["sigma"].float().expand(shape)
         if opts.variant == "synthesis":  # Z = 1, ω = exp(ω̂), σ = sqrt(exp(−σ̂)/2)
+            mu_hat = raw["mu"].float().expand(shape)
             log_omega = (
                 mu_hat.new_zeros(()).expand(shape)
                 if "omega" not in raw
                 else raw["omega"].float().clamp(max=EXP_CLAMP)
             )
             mu = self._cumulative_mean(ctx, mu_hat.clamp(max=EXP_CLAMP).exp())
+            sigma_hat = raw["sigma"].float().expand(shape)
             sigma = torch.exp(sigma_hat.clamp(max=EXP_CLAMP) * -0.5) * math.sqrt(0.5)
             return MixtureParams(log_omega, mu, sigma, log_omega)
+        if squashed is None:
+            squashed = {name: torch.sigmoid(raw[name].float()) for name in ("mu", "sigma")}
         if "omega" in raw:
             log_omega = torch.log_softmax(raw["omega"].float(), dim=-1)  # eq. 10
         else:
-            log_omega = mu_hat.new_full((), -math.log(k)).expand(shape)  # ω = 1/K
+            log_omega = raw["mu"].new_full((), -math.log(k), dtype=torch.float32).expand(shape)
         if length is None:
             length = ctx.key_lengths[:, None, :, None].float()  # J, (B, 1, Tq, 1)
-        mu = length * torch.sigmoid(mu_hat)  # eq. 11
+        mu = length * squashed["mu"].expand(shape)  # eq. 11
         if opts.variant == "norm":
-            sigma = length * torch.sigmoid(sigma_hat)
-        else:  # eq. 12: min(J/6·sigmoid(σ̂), μ/3, (J−μ)/3)
-            sigma = torch.minimum(
-                (length / 6) * torch.sigmoid(sigma_hat), torch.minimum(mu, length - mu) / 3
-            )
+            sigma = length * squashed["sigma"].expand(shape)
+        else:  # eq. 12: min(J/6·sigmoid(σ̂), μ/3, (J−μ)/3) = min(J/2·sigmoid(σ̂), μ, J−μ) / 3
+            nearer_end = torch.minimum(mu, length - mu)
+            sigma = torch.minimum((0.5 * length) * squashed["sigma"], nearer_end) / 3
         sigma = sigma.clamp(min=opts.sigma_min)
         log_scale = log_omega - (torch.log(sigma) + _HALF_LOG_2PI)  # log ω − log Z
         return MixtureParams(log_scale, mu, sigma, log_omega)
@@ -340,17 +359,23 @@ class GaussianMixture(AttentionModifier):
 
     # ---- eq. 13-15 --------------------------------------------------------------------------
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
-        raw = self.predictors(ctx.q, math.sqrt(ctx.q.size(-1)))  # Q(s_i): undo the 1/√d
+        bank = self.predictors
+        outputs = bank.outputs(ctx.q, math.sqrt(ctx.q.size(-1)))  # Q(s_i): undo the 1/√d
+        raw = bank.split(outputs)
+        fusion = self.options.fusion
+        squashed = None  # μ̂, σ̂ (approx / norm) and the gate go through one sigmoid
+        if self.options.variant != "synthesis" or fusion == "gate":
+            squashed = bank.split(torch.sigmoid(outputs.float()))
         positions, real, blocked, length = self.source(ctx)
-        params = self.mixture_params(ctx, raw, length)
+        params = self.mixture_params(ctx, raw, length, squashed)
         normalise = self.options.variant == "norm"
         beta = mixture_attention(
             params, positions, real, normalise=normalise, length=length, blocked=blocked
         )
-        fusion = self.options.fusion
         gate: Tensor | float
         if fusion == "gate":
-            gate = torch.sigmoid(raw["gate"].float())  # eq. 14, (B, H, Tq, 1)
+            assert squashed is not None
+            gate = squashed["gate"]  # eq. 14, (B, H, Tq, 1)
         else:
             gate = 0.5 if fusion == "average" else 1.0
         if ctx.recording:

@@ -1,0 +1,76 @@
+"""One CPU thread for small attention maps: the thread count inside and after the block, and
+the numbers it must not change."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from localnmt.attention import AttentionSite, LocalAttention, threads
+from localnmt.attention.spec import build_modifiers, parse_spec
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture()
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_small_map_runs_on_one_thread_and_restores(two_threads):
+    with threads.one_thread_if_small(threads.SMALL_MAP, CPU):
+        assert torch.get_num_threads() == 1
+        with threads.one_thread_if_small(10, CPU):  # nested: still one, not restored early
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2
+
+
+def test_large_map_and_switch_keep_every_thread(two_threads):
+    with threads.one_thread_if_small(threads.SMALL_MAP + 1, CPU):
+        assert torch.get_num_threads() == 2
+    threads.ENABLED = False
+    try:
+        with threads.one_thread_if_small(1, CPU):
+            assert torch.get_num_threads() == 2
+    finally:
+        threads.ENABLED = True
+
+
+def test_restored_after_an_error(two_threads):
+    with pytest.raises(ValueError), threads.one_thread_if_small(1, CPU):
+        raise ValueError("inside")
+    assert torch.get_num_threads() == 2
+
+
+def _gmm_cross_attention() -> LocalAttention:
+    torch.manual_seed(0)
+    site = AttentionSite("cross", 0, 1, 32, 4)
+    mods = build_modifiers(parse_spec("gmm"), site)
+    return LocalAttention(32, 4, site=site, modifiers=mods, encoder_decoder_attention=True).eval()
+
+
+def test_decoding_step_post_runs_on_one_thread_same_numbers(two_threads, monkeypatch):
+    """A decoding step's map (B·H·1·Tk) is small: the GMM post stage sees one thread; a long
+    source keeps both. The output is the same with the switch off."""
+    attn = _gmm_cross_attention()
+    seen: list[int] = []
+    post = type(attn.modifiers[0]).post
+    monkeypatch.setattr(
+        type(attn.modifiers[0]), "post",
+        lambda self, ctx, p: (seen.append(torch.get_num_threads()), post(self, ctx, p))[1],
+    )  # fmt: skip
+    x, short = torch.randn(1, 3, 32), torch.randn(7, 3, 32)
+    long = torch.randn(threads.SMALL_MAP // 12 + 1, 3, 32)  # B·H·1·Tk > SMALL_MAP
+    outs = []
+    for src, enabled in ((short, True), (short, False), (long, True)):
+        threads.ENABLED = enabled
+        with torch.no_grad():
+            outs.append(attn(x, src, src, incremental_state={}, static_kv=True)[0])
+    threads.ENABLED = True
+    assert seen == [1, 2, 2]
+    torch.testing.assert_close(outs[0], outs[1], atol=1e-6, rtol=0)
+    assert torch.get_num_threads() == 2

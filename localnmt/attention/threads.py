@@ -23,8 +23,10 @@ import torch
 
 #: Attention maps (B·H·Tq·Tk elements) up to this size run on one thread: torch's grain.
 SMALL_MAP = 32_768
-#: Switch for benchmarks and tests (False: never change the thread count).
-ENABLED = True
+#: Switch for benchmarks and tests (False: never change the thread count). Off where torch's
+#: CPU parallel backend is not OpenMP: the native thread pool cannot be resized once it has
+#: run (torch warns and keeps its size).
+ENABLED = "parallel backend: OpenMP" in torch.__config__.parallel_info()
 
 _lock = threading.Lock()
 _depth = 0

@@ -10,6 +10,9 @@ from localnmt.attention import AttentionSite, LocalAttention, threads
 from localnmt.attention.spec import build_modifiers, parse_spec
 
 CPU = torch.device("cpu")
+pytestmark = pytest.mark.skipif(
+    not threads.ENABLED, reason="torch's CPU parallel backend is not OpenMP: switch is off"
+)
 
 
 @pytest.fixture()
@@ -29,15 +32,12 @@ def test_small_map_runs_on_one_thread_and_restores(two_threads):
     assert torch.get_num_threads() == 2
 
 
-def test_large_map_and_switch_keep_every_thread(two_threads):
+def test_large_map_and_switch_keep_every_thread(two_threads, monkeypatch):
     with threads.one_thread_if_small(threads.SMALL_MAP + 1, CPU):
         assert torch.get_num_threads() == 2
-    threads.ENABLED = False
-    try:
-        with threads.one_thread_if_small(1, CPU):
-            assert torch.get_num_threads() == 2
-    finally:
-        threads.ENABLED = True
+    monkeypatch.setattr(threads, "ENABLED", False)
+    with threads.one_thread_if_small(1, CPU):
+        assert torch.get_num_threads() == 2
 
 
 def test_restored_after_an_error(two_threads):
@@ -67,10 +67,9 @@ def test_decoding_step_post_runs_on_one_thread_same_numbers(two_threads, monkeyp
     long = torch.randn(threads.SMALL_MAP // 12 + 1, 3, 32)  # B·H·1·Tk > SMALL_MAP
     outs = []
     for src, enabled in ((short, True), (short, False), (long, True)):
-        threads.ENABLED = enabled
+        monkeypatch.setattr(threads, "ENABLED", enabled)
         with torch.no_grad():
             outs.append(attn(x, src, src, incremental_state={}, static_kv=True)[0])
-    threads.ENABLED = True
     assert seen == [1, 2, 2]
     torch.testing.assert_close(outs[0], outs[1], atol=1e-6, rtol=0)
     assert torch.get_num_threads() == 2

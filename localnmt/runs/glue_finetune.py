@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 
-from localnmt.paths import resolve_user_dir
+from localnmt.runs.bert_commands import (
+    add_run_options,
+    device_args,
+    optimizer_args,
+    parse_with_extra,
+    run_commands,
+    user_dir_args,
+)
 from localnmt.runs.errors import UsageError, cli
-from localnmt.runs.roberta_pretrain import default_optimizer, optimizer_args
 from localnmt.runs.train import ENTRY, split_extra
 
 
@@ -51,9 +56,7 @@ def command(args: argparse.Namespace) -> list[str]:
     from localnmt.runs.recipes import GLUE_FINETUNE as recipe
 
     total = (train_rows(args.data) // (args.batch_size * args.gpus) + 1) * args.max_epoch
-    cmd = [sys.executable, *ENTRY, str(args.data)]
-    user_dir = resolve_user_dir(args.user_dir)
-    cmd += ["--user-dir", user_dir] if user_dir else []
+    cmd = [sys.executable, *ENTRY, str(args.data), *user_dir_args(args)]
     cmd += [
         "--task", "sentence_prediction", "--num-classes", str(glue_info(args.data)["num_classes"]),
         "--arch", args.arch, "--criterion", "sentence_prediction", "--init-token", "0",
@@ -71,11 +74,7 @@ def command(args: argparse.Namespace) -> list[str]:
     if args.restore_file:
         cmd += ["--restore-file", str(args.restore_file), "--reset-optimizer",
                 "--reset-dataloader", "--reset-meters"]  # fmt: skip
-    if args.cpu:
-        cmd.append("--cpu")
-    elif args.gpus > 1:
-        cmd += ["--distributed-world-size", str(args.gpus)]
-    return cmd + args.extra
+    return cmd + device_args(args) + args.extra
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -98,27 +97,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=recipe.warmup, help="warm-up updates" + default)
     p.add_argument("--max-epoch", type=int, default=recipe.max_epoch, help="epochs" + default)
     p.add_argument("--gpus", type=int, default=1)
-    p.add_argument("--optimizer", choices=["lamb", "adam"], help="default: lamb if apex imports")
-    p.add_argument("--cpu", action="store_true")
-    p.add_argument("--user-dir", default="auto", help="plugin directory; auto or none")
-    p.add_argument("--dry-run", action="store_true", help="print the command only")
-    args = p.parse_args(own)
-    args.extra = extra
-    args.optimizer = args.optimizer or default_optimizer(lambda m: print(m, file=sys.stderr))
-    return args
+    add_run_options(p)
+    return parse_with_extra(p, own, extra)
 
 
 @cli("glue_finetune")
 def main(argv: list[str] | None = None) -> int:
     """Run (or print) the fine-tuning command."""
-    import subprocess
-
     args = parse_args(argv)
-    cmd = command(args)
-    if args.dry_run:
-        print(shlex.join(cmd))
-        return 0
-    return subprocess.run(cmd).returncode
+    return run_commands([command(args)], args.dry_run)
 
 
 if __name__ == "__main__":

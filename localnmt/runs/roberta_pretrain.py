@@ -19,35 +19,22 @@ from __future__ import annotations
 
 import argparse
 import math
-import shlex
 import sys
 from typing import TYPE_CHECKING
 
-from localnmt.paths import resolve_user_dir
+from localnmt.runs.bert_commands import (
+    add_run_options,
+    device_args,
+    optimizer_args,
+    parse_with_extra,
+    run_commands,
+    user_dir_args,
+)
 from localnmt.runs.errors import cli
 from localnmt.runs.train import ENTRY, split_extra
 
 if TYPE_CHECKING:  # the recipes are read when a command is built (a config error: exit 2)
-    from localnmt.runs.recipes import FinetuneRecipe, PretrainRecipe
-
-
-def default_optimizer(log=print) -> str:
-    """``lamb`` when apex imports (fairseq's LAMB needs it), else ``adam`` (said once)."""
-    try:
-        import apex  # noqa: F401
-    except ImportError:
-        log("note: apex not installed, so no LAMB: using Adam (paper: LAMB)")
-        return "adam"
-    return "lamb"
-
-
-def optimizer_args(name: str, recipe: FinetuneRecipe | PretrainRecipe) -> list[str]:
-    """fairseq optimizer flags of ``lamb`` or ``adam``: the recipe's betas and eps."""
-    if name == "lamb":
-        return ["--optimizer", "lamb", "--lamb-betas", recipe.lamb_betas,
-                "--lamb-eps", str(recipe.lamb_eps)]  # fmt: skip
-    return ["--optimizer", "adam", "--adam-betas", recipe.adam_betas,
-            "--adam-eps", str(recipe.adam_eps)]  # fmt: skip
+    from localnmt.runs.recipes import PretrainRecipe
 
 
 def warmup_updates(updates: int, max_warmup: int) -> int:
@@ -65,9 +52,7 @@ def phase_command(
 ) -> list[str]:
     """One phase's fairseq-train command."""
     freq = math.ceil(args.sequences_per_update / (args.gpus * args.batch_per_gpu))
-    cmd = [sys.executable, *ENTRY, args.data]
-    user_dir = resolve_user_dir(args.user_dir)
-    cmd += ["--user-dir", user_dir] if user_dir else []
+    cmd = [sys.executable, *ENTRY, args.data, *user_dir_args(args)]
     cmd += [
         "--task", "masked_lm", "--criterion", "masked_lm", "--arch", args.arch,
         "--sample-break-mode", "complete", "--tokens-per-sample", str(tokens),
@@ -82,11 +67,7 @@ def phase_command(
         "--save-dir", save_dir,
         "--no-epoch-checkpoints", "--skip-invalid-size-inputs-valid-test", *more,
     ]  # fmt: skip
-    if args.cpu:
-        cmd.append("--cpu")
-    elif args.gpus > 1:
-        cmd += ["--distributed-world-size", str(args.gpus)]
-    return cmd + args.extra
+    return cmd + device_args(args) + args.extra
 
 
 def commands(args: argparse.Namespace) -> list[list[str]]:
@@ -135,36 +116,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=recipe.phase2_updates,
         help=f"updates at {recipe.phase2_tokens_per_sample} tokens" + default,
     )
-    p.add_argument("--optimizer", choices=["lamb", "adam"], help="default: lamb if apex imports")
     p.add_argument(
         "--sequences-per-update",
         type=int,
         default=recipe.sequences_per_update,
         help="batch reached by gradient accumulation" + default,
     )
-    p.add_argument("--cpu", action="store_true")
-    p.add_argument("--user-dir", default="auto", help="plugin directory; auto or none")
-    p.add_argument("--dry-run", action="store_true", help="print the commands only")
-    args = p.parse_args(own)
-    args.extra = extra
-    args.optimizer = args.optimizer or default_optimizer(lambda m: print(m, file=sys.stderr))
-    return args
+    add_run_options(p)
+    return parse_with_extra(p, own, extra)
 
 
 @cli("roberta_pretrain")
 def main(argv: list[str] | None = None) -> int:
     """Run (or print) both phases; stops at the first that fails."""
-    import subprocess
-
     args = parse_args(argv)
-    for cmd in commands(args):
-        if args.dry_run:
-            print(shlex.join(cmd))
-            continue
-        status = subprocess.run(cmd).returncode
-        if status:
-            return status
-    return 0
+    return run_commands(commands(args), args.dry_run)
 
 
 if __name__ == "__main__":

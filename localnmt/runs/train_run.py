@@ -13,8 +13,8 @@ The fingerprint covers everything that decides the trained model: the data-bin (
 dictionaries' contents and the sizes of its binarised files), the architecture, every
 fairseq-train argument the launch passes (the recipe's, hence learning rate, batch,
 update-freq, ``--max-update``; the row's ``args`` and ``train_args``; ``--stop-time-hours``
-and any other extra argument) and the world size. Paths (data, save dir, ``--user-dir``) are
-left out, so a moved run directory is still recognised.
+and any other extra argument) and the world size. Paths (data, save dir, ``--user-dir``,
+``--curve``) are left out, so a moved run directory is still recognised.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from localnmt.runs.train import (
     world_size,
 )
 
-#: fairseq-train options whose value is a path that does not change the model
-PATH_OPTIONS = ("--save-dir", "--user-dir")
+#: fairseq-train options whose value is a path that does not change the model (``--curve``:
+#: where the wall-clock validations' learning curve is written, runs/timed_validation.py)
+PATH_OPTIONS = ("--save-dir", "--user-dir", "--curve")
 
 
 class TrainFailed(RuntimeError):

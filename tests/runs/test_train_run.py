@@ -31,6 +31,10 @@ def _params(data: Path, **changes) -> dict:
 def test_fingerprint_covers_settings_not_paths(data_bin, tmp_path) -> None:
     base = _params(data_bin)
     assert _params(data_bin, save_dir="/elsewhere", user_dir="/plugin") == base
+    curve = ["--seed", "1", "--curve"]  # the quickstart passes its run directory's curve file
+    assert _params(data_bin, extra=[*curve, "/a/curve.jsonl"]) == _params(
+        data_bin, extra=[*curve, "/b/curve.jsonl"]
+    )
     moved = tmp_path / "moved"
     shutil.copytree(data_bin, moved)
     assert _params(moved) == base  # same content, other place

@@ -38,8 +38,7 @@ def prepare_source(lines: Sequence[str], info: DataInfo) -> list[str]:
 
 def finish_target(line: str, info: DataInfo) -> str:
     """A hypothesis in subwords → detokenised text (pre-tokenised corpora stay tokenised)."""
-    detok = "none" if info.tokenizer[info.tgt] == "none" else "moses"
-    return postprocess(line, info.tgt, info.bpe, detok)
+    return postprocess(line, info.tgt, info.bpe, info.detok)
 
 
 def load(data_bin: Path, checkpoint: Path, cpu: bool = False) -> Any:

@@ -28,6 +28,12 @@ class DataInfo:
     bpe: str  # subword_nmt | sentencepiece
     bpe_model: dict[str, Path]  # language → model file in the data-bin
 
+    @property
+    def detok(self) -> str:
+        """How target text is detokenised: ``moses``, or ``none`` for a pre-tokenised target
+        (its references stay tokenised too)."""
+        return "none" if self.tokenizer[self.tgt] == "none" else "moses"
+
 
 def read_metadata(data_bin: Path) -> DataInfo:
     """Read ``data_bin/localnmt_data.json``; one clear error when it is missing."""
@@ -56,3 +62,15 @@ def read_metadata(data_bin: Path) -> DataInfo:
     }  # fmt: skip
     return DataInfo(src, tgt, tokenizer, normalize, kind,
                     {lang: Path(data_bin) / name for lang, name in models.items()})  # fmt: skip
+
+
+def post_processing(
+    data_bin: Path, bpe: str | None = None, detok: str | None = None
+) -> tuple[str, str]:
+    """``(subword scheme, detokeniser)`` that turn this data-bin's hypotheses into text: the
+    given ones, else what its ``localnmt_data.json`` records, else ``subword_nmt`` and
+    ``moses`` (a data-bin made elsewhere, e.g. by fairseq's own preparation scripts)."""
+    if (bpe is None or detok is None) and (Path(data_bin) / FILENAME).is_file():
+        info = read_metadata(data_bin)
+        bpe, detok = bpe or info.bpe, detok or info.detok
+    return bpe or "subword_nmt", detok or "moses"

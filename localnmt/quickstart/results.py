@@ -17,15 +17,6 @@ _GETTEXT = {
 }
 
 
-def post_process_kind(data_bin: Path) -> str:
-    """Subword scheme recorded by the data preparation (``subword_nmt`` if none is)."""
-    meta = Path(data_bin) / "localnmt_data.json"
-    if meta.exists():
-        info = json.loads(meta.read_text(encoding="utf-8"))
-        return info.get("post_process") or info.get("bpe") or "subword_nmt"
-    return "subword_nmt"
-
-
 def translate_system(
     runner: StepRunner, row: dict, run_dir: Path, data_bin: Path, ref: Path, src: Path,
     train_step: str, user_dir: str | None, log: Callable[[str], None],
@@ -40,8 +31,7 @@ def translate_system(
         log(f"{row['name']}: translating the test set")
         result = evaluate_checkpoint(
             data_bin, run_dir / "checkpoints" / "checkpoint_last.pt", out, ref=ref,
-            src=src if src.exists() else None, user_dir=user_dir,
-            bpe=post_process_kind(data_bin))  # fmt: skip
+            src=src if src.exists() else None, user_dir=user_dir)  # fmt: skip
         log(f"{row['name']}: SacreBLEU {result['sacrebleu']['score']:.2f}")
 
     runner.run(f"translate.{row['name']}", translate, deps=(train_step,),

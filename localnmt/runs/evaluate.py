@@ -26,6 +26,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from localnmt.data.metadata import post_processing
 from localnmt.evaluation.breakdown import parse_edges
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines, score, summary, write_lines
@@ -45,8 +46,8 @@ def translate(
     out_dir: Path,
     *,
     subset: str = "test",
-    bpe: str = "subword_nmt",
-    detok: str = "moses",
+    bpe: str | None = None,
+    detok: str | None = None,
     beam: int = 4,
     lenpen: float = 0.6,
     user_dir: str | None = None,
@@ -72,10 +73,12 @@ def _subset_command(
 
 
 def read_generation(
-    text: str, data_bin: Path, subset: str, bpe: str = "subword_nmt", detok: str = "moses"
+    text: str, data_bin: Path, subset: str, bpe: str | None = None, detok: str | None = None
 ) -> dict[str, list[str]]:
     """``hyp``, ``ref_gen`` and ``src_gen`` of fairseq-generate output, post-processed, in
-    test-set order (every sentence of the subset must be there)."""
+    test-set order (every sentence of the subset must be there). ``bpe`` / ``detok``: None
+    = as the data preparation recorded (:func:`localnmt.data.metadata.post_processing`)."""
+    bpe, detok = post_processing(data_bin, bpe, detok)
     src, tgt = infer_langs(data_bin, subset)
     n = count_lines(data_bin, subset, src, tgt)
     return {
@@ -91,8 +94,8 @@ def translate_subsets(
     out_dir: Path,
     subsets: Sequence[str],
     *,
-    bpe: str = "subword_nmt",
-    detok: str = "moses",
+    bpe: str | None = None,
+    detok: str | None = None,
     beam: int = 4,
     lenpen: float = 0.6,
     user_dir: str | None = None,
@@ -174,8 +177,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--source-lang", help="with --hyp --src: segments the sources for buckets")
     p.add_argument("--baseline-hyp", type=Path)
     p.add_argument("--subset", default="test")
-    p.add_argument("--bpe", default="subword_nmt", choices=["subword_nmt", "sentencepiece", "none"])
-    p.add_argument("--detok", default="moses", choices=["moses", "none"])
+    recorded = " (default: as the data-bin's localnmt_data.json records; else %s)"
+    p.add_argument("--bpe", choices=["subword_nmt", "sentencepiece", "none"],
+                   help="subword removal" + recorded % "subword_nmt")  # fmt: skip
+    p.add_argument("--detok", choices=["moses", "none"],
+                   help="detokeniser" + recorded % "moses")  # fmt: skip
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--lenpen", type=float, default=0.6)
     p.add_argument("--user-dir", default="auto", help="plugin directory; auto (default) or none")

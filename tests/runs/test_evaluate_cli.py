@@ -20,3 +20,29 @@ def test_average_dir_without_checkpoints_is_a_usage_error(tmp_path, capsys) -> N
     with pytest.raises(SystemExit) as err:
         evaluate.main([*argv, "--by-update"])
     assert err.value.code == 2 and "found 0 update checkpoints" in capsys.readouterr().err
+
+
+def test_generation_is_post_processed_as_the_data_bin_records(tmp_path) -> None:
+    """A sentencepiece data-bin with a pre-tokenised target: hypotheses lose their ``▁``
+    pieces and are not detokenised, with no --bpe / --detok given (given ones win)."""
+    import json
+
+    from localnmt.data.metadata import FILENAME
+    from tests.fixtures.eval.tinydata import build_data_bin
+
+    data_bin = build_data_bin(tmp_path / "w", merges=20)
+    n = len((tmp_path / "w" / "raw" / "test.de").read_text().splitlines())
+    lines = "S-{i}\t▁a ▁b\nT-{i}\t▁c ▁d\nH-{i}\t-0.5\t▁Hallo ▁Welt ▁, ▁ja\n"
+    text = "".join(lines.format(i=i) for i in range(n))
+    # no localnmt_data.json: subword-nmt and Moses, which leave sentencepiece's pieces alone
+    assert evaluate.read_generation(text, data_bin, "test")["hyp"][0] == "▁Hallo ▁Welt ▁, ▁ja"
+    (data_bin / FILENAME).write_text(json.dumps({
+        "src": "en", "tgt": "de", "tokenizer": {"en": "moses", "de": "none"},
+        "normalize": {"en": True, "de": False}, "bpe": "sentencepiece",
+        "bpe_model": {"en": "spm.model", "de": "spm.model"},
+    }))  # fmt: skip
+    out = evaluate.read_generation(text, data_bin, "test")
+    assert out["hyp"] == ["Hallo Welt , ja"] * n and out["ref_gen"][0] == "c d"
+    assert evaluate.read_generation(text, data_bin, "test", detok="moses")["hyp"][0] == (
+        "Hallo Welt, ja"
+    )

@@ -446,3 +446,24 @@ def test_predictor_outputs_padding_columns_are_zero():
     assert torch.equal(outputs[..., 13:], torch.zeros(B, H, TQ, 3))
     for name in ("mu", "sigma", "omega", "gate"):
         torch.testing.assert_close(named[name], ffn(mod, name, q), atol=1e-5, rtol=1e-5)
+
+
+def test_new_decoding_run_reads_weights_written_through_data():
+    """The folded predictor weights are kept across the steps of one decoding run only: a
+    write through ``.data`` (no version counter sees it) is read at the next run."""
+    attn = make("gmm")
+    x, src, pad = inputs("left")
+    bank = attn.modifiers[0].predictors
+
+    def step() -> torch.Tensor:
+        with torch.no_grad():
+            return attn(x[:1], src, src, key_padding_mask=pad, incremental_state={},
+                        static_kv=True, need_head_weights=True)[1]  # fmt: skip
+
+    before = step()
+    bank.hidden_weight.data.copy_(torch.randn_like(bank.hidden_weight))
+    after = step()
+    with torch.no_grad():
+        full = attn(x[:1], src, src, key_padding_mask=pad, need_head_weights=True)[1]
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, full, atol=1e-6, rtol=0)

@@ -73,3 +73,29 @@ def test_decoding_step_post_runs_on_one_thread_same_numbers(two_threads, monkeyp
     assert seen == [1, 2, 2]
     torch.testing.assert_close(outs[0], outs[1], atol=1e-6, rtol=0)
     assert torch.get_num_threads() == 2
+
+
+def test_concurrent_threads_each_restore_their_own_count(two_threads) -> None:
+    """Thread A enters, B enters, A leaves, B leaves: each is back at 2 when it leaves."""
+    import threading
+
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    after: dict[str, int] = {}
+
+    def worker(name: str, entered: threading.Event, wait_for: threading.Event,
+               leave_first: threading.Event | None) -> None:  # fmt: skip
+        torch.set_num_threads(2)
+        with threads.one_thread_if_small(1, CPU):
+            entered.set()
+            wait_for.wait(5)
+            if leave_first is not None:
+                leave_first.wait(5)
+        if name == "a":
+            a_out.set()
+        after[name] = torch.get_num_threads()
+
+    a = threading.Thread(target=worker, args=("a", a_in, b_in, None))
+    b = threading.Thread(target=worker, args=("b", b_in, a_in, a_out))
+    a.start(), b.start()
+    a.join(10), b.join(10)
+    assert after == {"a": 2, "b": 2}

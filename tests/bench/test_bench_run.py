@@ -191,3 +191,17 @@ def test_every_kernel_forced_is_ok_or_declined(tmp_path):
         assert rec["status"] in ("ok", "declined"), rec
         if rec["kernel"] != "auto" and rec["status"] == "ok" and rec["path"] != "dense":
             assert rec["path"] == rec["kernel"]
+
+
+def test_threads_benchmark_runs_and_prints_its_table(capsys) -> None:
+    """bench.threads on a tiny config: every op row and the GMM step line (no timing
+    asserted); the one-thread switch is left as it was."""
+    from bench import threads as bench_threads
+    from localnmt.attention import threads
+
+    before = threads.ENABLED
+    bench_threads.main(["--batch", "2", "--keys", "4", "--repeats", "1", "--calls", "2"])
+    out = capsys.readouterr().out
+    assert threads.ENABLED == before
+    assert out.count("| GEMM (") == 5 and "| softmax (2, 8, 1, 4) |" in out
+    assert "GMM cross-attention decoding step:" in out and "load" in out

@@ -70,7 +70,7 @@ class PredictorBank(nn.Module):
         self.hidden_bias = nn.Parameter(torch.empty(n * dim))
         self.out_weight = nn.Parameter(torch.empty(total, dim))
         self.out_bias = nn.Parameter(torch.empty(total))
-        self._cache: tuple[tuple, tuple[Tensor, Tensor, Tensor, Tensor]] | None = None
+        self._cache: tuple[float, tuple[Tensor, Tensor, Tensor, Tensor]] | None = None
         bound = 1 / math.sqrt(dim)  # nn.Linear's default: U(±1/√fan_in), fan_in = d for both
         for p in self.parameters():
             nn.init.uniform_(p, -bound, bound)
@@ -88,43 +88,49 @@ class PredictorBank(nn.Module):
         """The raw outputs ``V^T tanh(W^T (scale·q) + b1) + b2`` of every predictor."""
         return self.split(self.outputs(q, scale))
 
-    def outputs(self, q: Tensor, scale: float = 1.0) -> Tensor:
+    def outputs(self, q: Tensor, scale: float = 1.0, reuse: bool = False) -> Tensor:
         """All raw outputs side by side, ``(…, Σ out)`` (and zero columns of padding after
-        them, see :meth:`_folded`)."""
+        them, see :meth:`_folded`); ``reuse``: see :meth:`_folded`."""
         # tanh(x) = 2·sigmoid(2x) − 1, so V^T tanh(x) + b2 = (2V)^T sigmoid(2x) + (b2 − V^T 1):
-        # torch's CPU tanh is several times slower than its sigmoid (5.6 vs 0.8 ms on 2M
-        # floats, AVX-512) and the hidden layer is (B, H, Tq, n·d); the factors go into the
+        # torch's CPU tanh is slower than its sigmoid (3.2 vs 1.1 ms on the (8192, 256) hidden
+        # layer of a 1024-token batch: python -m bench.threads); the factors go into the
         # weights instead of the activations (2·scale is exact when scale is a power of two,
         # as √64 = 8 is). Agrees with the tanh form to float32 rounding (≤ 1e-6 here).
-        w1, b1, w2, b2 = self._folded(scale)
+        w1, b1, w2, b2 = self._folded(scale, reuse)
         return F.linear(F.linear(q, w1, b1).sigmoid_(), w2, b2)
 
     def split(self, outputs: Tensor) -> dict[str, Tensor]:
         """:meth:`outputs` (or a function of it, element by element) by predictor name."""
         return dict(zip(self.names, outputs[..., : sum(self.outs)].split(self.outs, dim=-1)))
 
-    def _folded(self, scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``2·scale·W``, ``2·b1``, ``2·V`` (block-diagonal, (Σ out, n·d)), ``b2 − V^T 1``;
-        kept between calls without autograd (decoding: the same weights at every step).
+    def forget(self) -> None:
+        """Drop the folded weights kept by :meth:`_folded` (a new decoding run starts)."""
+        self._cache = None
 
-        The output block gets zero rows up to a multiple of 16 when Σ out is 9-15 (mod 16):
-        MKL's single-precision GEMM computes 16 output columns in one panel and a ragged
-        edge slowly; (256, 256)·(256, 13) takes 62 µs on one AMD EPYC core, (256, 256)·
-        (256, 16) 30 µs, and K = 4 with a gate has 13 outputs. The extra columns are 0."""
-        params = (self.hidden_weight, self.hidden_bias, self.out_weight, self.out_bias)
-        key = None
-        if not torch.is_grad_enabled():
-            key = (scale, *((p.data_ptr(), p._version) for p in params))
-            if self._cache is not None and self._cache[0] == key:
-                return self._cache[1]
+    def _folded(self, scale: float, reuse: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``2·scale·W``, ``2·b1``, ``2·V`` (block-diagonal, (Σ out, n·d)), ``b2 − V^T 1``.
+
+        ``reuse`` (the steps of one decoding run, without autograd): the folded weights of the
+        previous ``reuse`` call are returned until :meth:`forget`, which the modifier calls at
+        every new source batch; so weights written in between (even through ``.data``, which
+        no version counter sees) are read again at the next run.
+
+        On CPU the output block gets zero rows up to a multiple of 16 when Σ out is 9-15
+        (mod 16): MKL's single-precision GEMM computes 16 output columns in one panel and a
+        ragged edge slowly, and K = 4 with a gate has 13 outputs (``python -m bench.threads``
+        times both widths). The extra columns are 0."""
+        reuse = reuse and not torch.is_grad_enabled()
+        if reuse and self._cache is not None and self._cache[0] == scale:
+            return self._cache[1]
         blocks = torch.block_diag(*self.out_weight.split(self.outs))
         out_bias = self.out_bias - self.out_weight.sum(dim=1)
-        pad = -blocks.size(0) % 16 if blocks.size(0) % 16 > 8 else 0
+        rows = blocks.size(0)
+        pad = -rows % 16 if rows % 16 > 8 and blocks.device.type == "cpu" else 0
         if pad:
             blocks = F.pad(blocks, (0, 0, 0, pad))
             out_bias = F.pad(out_bias, (0, pad))
         folded = (self.hidden_weight * (2 * scale), self.hidden_bias * 2, blocks * 2, out_bias)
-        self._cache = None if key is None else (key, folded)
+        self._cache = (scale, folded) if reuse else None
         return folded
 
 
@@ -344,6 +350,8 @@ class GaussianMixture(AttentionModifier):
             real, blocked, length = (self.get_source_state(ctx, n) for n in names)
             assert length is not None
             return cached, real, blocked, length
+        if ctx.incremental:  # a new source batch: a new decoding run
+            self.predictors.forget()
         j = ctx.key_positions.float() + self.options.offset
         real = blocked = None
         if ctx.key_padding_mask is not None:
@@ -359,14 +367,15 @@ class GaussianMixture(AttentionModifier):
 
     # ---- eq. 13-15 --------------------------------------------------------------------------
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
+        positions, real, blocked, length = self.source(ctx)
         bank = self.predictors
-        outputs = bank.outputs(ctx.q, math.sqrt(ctx.q.size(-1)))  # Q(s_i): undo the 1/√d
+        scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
+        outputs = bank.outputs(ctx.q, scale, reuse=ctx.incremental)
         raw = bank.split(outputs)
         fusion = self.options.fusion
         squashed = None  # μ̂, σ̂ (approx / norm) and the gate go through one sigmoid
         if self.options.variant != "synthesis" or fusion == "gate":
             squashed = bank.split(torch.sigmoid(outputs.float()))
-        positions, real, blocked, length = self.source(ctx)
         params = self.mixture_params(ctx, raw, length, squashed)
         normalise = self.options.variant == "norm"
         beta = mixture_attention(

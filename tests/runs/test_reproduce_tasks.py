@@ -55,6 +55,21 @@ def test_first_task_by_default_and_others_named(catalog, tmp_path, capsys):
         _run(capsys, "yang2018", "Table 4", *common, "--task", "glue")
 
 
+def test_tiny_fallback_of_one_task_leaves_the_next_its_own_data(catalog, tmp_path):
+    """--task all --tiny: WMT14 En-De has no data (gettext corpus), WMT17 Zh-En has its own."""
+    from localnmt.runs.reproduce.plan import plan_task
+
+    zh = tmp_path / "wmt17_zh_en" / "data-bin"
+    zh.mkdir(parents=True)
+    (zh / "dict.zh.txt").write_text("a 1\n")
+    argv = ["yang2018", "Table 4", "--catalog-json", str(catalog), "--data-root", str(tmp_path)]
+    args = reproduce.parse_args([*argv, "--task", "all", "--tiny"])
+    first = plan_task("wmt14_en_de", [{"name": "a"}], args, check=False)
+    second = plan_task("wmt17_zh_en", [{"name": "b"}], args, check=False)
+    assert first.data is None and first.pair == "en-de"
+    assert second.data == zh
+
+
 def test_missing_data_stops_before_training(catalog, tmp_path, capsys):
     work = tmp_path / "work"
     common = ["--catalog-json", str(catalog), "--data-root", str(tmp_path / "data"),

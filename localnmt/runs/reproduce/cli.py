@@ -40,7 +40,7 @@ def _eval_line(plan: Plan) -> str:
 def dry_run(plan: Plan, args: argparse.Namespace) -> None:
     """Print the commands of one task (``localnmt-train`` lines for translation rows)."""
     workdir = Path(args.workdir) / plan.stem
-    data = str(plan.data) if plan.data is not None else f"<gettext {args.pair} corpus>"
+    data = str(plan.data) if plan.data is not None else f"<gettext {plan.pair} corpus>"
     print(f"# task: {plan.task.name} ({plan.task.label}); data: {data}")
     for note in ([plan.task.note] if plan.task.note else []) + plan.notes:
         print(f"# note: {note}")

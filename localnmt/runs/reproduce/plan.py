@@ -28,6 +28,7 @@ class Plan:
     subset: str = "test"
     refs: Path | None = None  # NIST references (refs/subsets.json)
     notes: list[str] = field(default_factory=list)
+    pair: str = "en-de"  # the gettext pair built when ``data`` is None
 
 
 @dataclass
@@ -138,9 +139,9 @@ def plan_task(
     elif default_exists and not args.pair:
         plan.data = default
     elif (args.tiny or args.pair) and task.is_translation:
-        plan.data = None  # the embedded gettext corpus
-        args.pair = args.pair or "en-de"
-        plan.notes.append(f"data: embedded gettext corpus {args.pair} (no {task.label} data)")
+        plan.data = None  # the embedded gettext corpus (args stay as given: the next task
+        plan.pair = args.pair or "en-de"  # of --task all still finds its own data)
+        plan.notes.append(f"data: embedded gettext corpus {plan.pair} (no {task.label} data)")
     elif check:
         raise _missing(task, args, f"{default} does not exist")
     else:
@@ -200,8 +201,8 @@ def prepare_data(args: argparse.Namespace, plan: Plan) -> tuple[Path, References
 
         max_train = args.max_train or (5000 if args.tiny else None)
         data = prepare_gettext_pair(
-            args.pair,
-            Path(args.workdir) / "data" / args.pair,
+            plan.pair,
+            Path(args.workdir) / "data" / plan.pair,
             bpe_merges=args.bpe_merges or (2000 if args.tiny else 8000),
             max_train=max_train,
         )

@@ -74,6 +74,17 @@ def average_checkpoints(paths: list[Path]) -> dict:
     return new_state
 
 
+def write_average(paths: list[Path], out: Path) -> Path:
+    """:func:`average_checkpoints` of ``paths`` saved to ``out``, which appears only once the
+    whole file is written (an interrupted save leaves no truncated checkpoint behind)."""
+    from localnmt.data.steps import atomic_path
+
+    state = average_checkpoints(paths)
+    with atomic_path(out) as tmp:
+        torch.save(state, tmp)
+    return Path(out)
+
+
 def main(argv: list[str] | None = None) -> None:
     """CLI compatible with fairseq's scripts/average_checkpoints.py."""
     parser = argparse.ArgumentParser(description="Average fairseq checkpoints.")
@@ -102,9 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         paths = [Path(p) for p in args.inputs]
     print("averaging:", " ".join(str(p) for p in paths))
-    state = average_checkpoints(paths)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    torch.save(state, args.output)
+    write_average(paths, Path(args.output))
     print(f"wrote {args.output}")
 
 

@@ -154,14 +154,10 @@ def evaluate_checkpoint(
 
 def _average(run_dir: Path, n: int, by_update: bool, out: Path) -> Path:
     """Average the last ``n`` checkpoints of ``run_dir`` into ``out/checkpoint_avg.pt``."""
-    import torch
+    from localnmt.runs.average_checkpoints import last_n_checkpoints, write_average
 
-    from localnmt.runs.average_checkpoints import average_checkpoints, last_n_checkpoints
-
-    path = out / "checkpoint_avg.pt"
-    out.mkdir(parents=True, exist_ok=True)
-    torch.save(average_checkpoints(last_n_checkpoints(run_dir, n, by_update=by_update)), path)
-    return path
+    paths = last_n_checkpoints(run_dir, n, by_update=by_update)
+    return write_average(paths, out / "checkpoint_avg.pt")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -55,3 +55,27 @@ def test_average_update_checkpoints_cli(tmp_path: Path) -> None:
     )
     state = torch.load(out, weights_only=False)
     assert torch.equal(state["model"]["w"], torch.full((2, 2), 1.5))
+
+
+def test_interrupted_save_leaves_no_average(tmp_path: Path, monkeypatch) -> None:
+    """A save that fails half-way (a full disk, Ctrl-C) leaves no file a later run could read
+    as a finished average; a save that succeeds leaves exactly the average."""
+    from localnmt.runs import average_checkpoints as module
+
+    for epoch in (1, 2):
+        _save(tmp_path / f"checkpoint{epoch}.pt", float(epoch), epoch)
+    paths = last_n_checkpoints(tmp_path, 2)
+    out = tmp_path / "checkpoint_avg2.pt"
+
+    def broken_save(obj, path) -> None:
+        Path(path).write_bytes(b"truncated")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(module.torch, "save", broken_save)
+    with pytest.raises(OSError):
+        module.write_average(paths, out)
+    assert not out.exists() and list(tmp_path.glob(".checkpoint_avg2*")) == []
+    monkeypatch.undo()
+    module.write_average(paths, out)
+    state = torch.load(out, weights_only=False)
+    assert torch.equal(state["model"]["w"], torch.full((2, 2), 1.5))

@@ -40,26 +40,22 @@ def row_spec(
 
 
 def pick_checkpoint(ckpt_dir: Path, size: str, average: int | None, log=print) -> Path:
-    """Average the last N checkpoints when there are enough, else ``checkpoint_last.pt``."""
-    from localnmt.runs.average_checkpoints import average_checkpoints, last_n_checkpoints
+    """Average the last N checkpoints when there are enough, else ``checkpoint_last.pt``.
+    The average is made again at every evaluation (a step that reruns only when its training
+    or its settings changed), never read back from an earlier one."""
+    from localnmt.runs.average_checkpoints import last_n_checkpoints, write_average
     from localnmt.runs.recipes import RECIPES
 
     n = RECIPES[size].average_last if average is None else average
     by_update = RECIPES[size].save_interval_updates > 0
     if n > 1:
-        out = ckpt_dir / f"checkpoint_avg{n}.pt"
-        if out.exists():
-            return out
         try:
             paths = last_n_checkpoints(ckpt_dir, n, by_update=by_update)
         except ValueError as err:
             log(f"  not averaging: {err}")
         else:
-            import torch
-
             log(f"  averaging {', '.join(p.name for p in paths)}")
-            torch.save(average_checkpoints(paths), out)
-            return out
+            return write_average(paths, ckpt_dir / f"checkpoint_avg{n}.pt")
     return ckpt_dir / "checkpoint_last.pt"
 
 

@@ -42,12 +42,14 @@ _VALID = re.compile(r"valid on '(\w+)' subset \|(.*)$")
 
 @dataclass
 class Step:
-    """One command of a row's run; ``output`` is the checkpoint it leaves when it succeeds."""
+    """One command of a row's run; ``output`` is the checkpoint it leaves when it succeeds,
+    ``save_dir`` the folder its checkpoints go to."""
 
     name: str
     cmd: list[str]
     log: Path
     output: Path
+    save_dir: Path
     task: str | None = None  # the GLUE task of a fine-tuning step
     setting: tuple[int, str] | None = None
 
@@ -101,7 +103,7 @@ def plan_row(
         pretrain += ["--", *pre_extra]
     plan = GluePlan(row)
     restore = pre_dir / f"seq{ROBERTA_PRETRAIN.phase2_tokens_per_sample}" / "checkpoint_last.pt"
-    plan.steps.append(Step("pretrain", pretrain, pre_dir / "train.log", restore))
+    plan.steps.append(Step("pretrain", pretrain, pre_dir / "train.log", restore, pre_dir))
     for task in tasks:
         for bsz, lr in GRID if grid else (DEFAULT_SETTING,):
             out = run_dir / task / (f"bsz{bsz}_lr{lr}" if grid else "")
@@ -118,7 +120,7 @@ def plan_row(
                 ft_extra += ["--max-update", "3"]
             cmd += ["--", *ft_extra]
             ckpt = out / "checkpoints" / "checkpoint_last.pt"
-            step = Step(f"finetune {task}", cmd, out / "train.log", ckpt, task)
+            step = Step(f"finetune {task}", cmd, out / "train.log", ckpt, ckpt.parent, task)
             step.setting = (bsz, lr)
             plan.steps.append(step)
     return plan

@@ -94,14 +94,24 @@ def run_params(spec: TrainSpec, gpus: int) -> dict:
     }
 
 
-def _set_aside(checkpoint_dir: Path, run_dir: Path, old: str, log: Log) -> None:
-    """Move checkpoints of other settings to ``run_dir/stale/<fingerprint>/`` (never resumed)."""
-    dest = run_dir / "stale" / old
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    checkpoint_dir.rename(dest)
-    log(f"  settings changed: moved the previous run's checkpoints to {dest} (delete when unused)")
+def claim_checkpoints(
+    checkpoint_dir: Path, run_dir: Path, stamp: Path, fp: str, params: object, log: Log
+) -> bool:
+    """Before a run of fingerprint ``fp`` writes into ``checkpoint_dir``: checkpoints left by
+    other settings (``stamp`` says whose they are) move to ``run_dir/stale/<fingerprint>/``,
+    never resumed; then ``stamp`` records ``fp``. True when an interrupted run of these
+    settings left a ``checkpoint_last.pt`` to resume (fairseq reads it from the save dir)."""
+    old = _stamp_fingerprint(stamp)
+    if checkpoint_dir.exists() and any(checkpoint_dir.iterdir()) and old != fp:
+        dest = run_dir / "stale" / (old or "unknown")
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        checkpoint_dir.rename(dest)
+        log(f"  settings changed: moved the previous run's checkpoints to {dest} "
+            "(delete when unused)")  # fmt: skip
+    write_json(stamp, {"fingerprint": fp, "params": params})
+    return (checkpoint_dir / "checkpoint_last.pt").exists()
 
 
 def train_run(
@@ -151,11 +161,7 @@ def train_run(
     stamp = run_dir / "train.started.json"
 
     def train() -> None:
-        old = _stamp_fingerprint(stamp)
-        if ckpt_dir.exists() and any(ckpt_dir.iterdir()) and old != fp:
-            _set_aside(ckpt_dir, run_dir, old or "unknown", log)
-        resume = (ckpt_dir / "checkpoint_last.pt").exists()
-        write_json(stamp, {"fingerprint": fp, "params": params})
+        resume = claim_checkpoints(ckpt_dir, run_dir, stamp, fp, params, log)
         if resume:
             log(f"  resuming from {ckpt_dir / 'checkpoint_last.pt'}")
         log(f"  training {arch} (log {train_log})")

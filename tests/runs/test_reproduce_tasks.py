@@ -161,6 +161,8 @@ def test_dry_run_glue(catalog, tmp_path, capsys):
     steps = plan_row(row, tmp_path, tmp_path / "r", grid=True).steps
     keys = [glue_step_key(s, tmp_path / "r") for s in steps]
     assert len(set(keys)) == len(keys) == 17 and keys[:2] == ["pretrain", "QQP_bsz32_lr1e-4"]
+    for step in steps:  # the folder set aside on a changed setting is the one fairseq writes
+        assert step.cmd[step.cmd.index("--save-dir") + 1] == str(step.save_dir)
     grid = _commands(_run(capsys, "pande2021", "Table 4", *common, "--glue-grid"))
     assert len(grid) == 6 * (1 + 4 * 4)
     assert sum("--batch-size 128 --lr 2e-4" in c for c in grid) == 6 * 4

@@ -86,3 +86,23 @@ def test_missing_data_bin_is_one_message(tmp_path) -> None:
         train_run(tmp_path / "run", tmp_path / "nope", "transformer", cpu=True)
     assert err.value.code == 2 and "data directory" in str(err.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_claim_checkpoints_moves_other_settings_and_keeps_an_interrupted_run(tmp_path) -> None:
+    from localnmt.runs.train_run import claim_checkpoints
+
+    run, ckpt, stamp = tmp_path / "run", tmp_path / "run" / "ck", tmp_path / "run" / "a.json"
+    ckpt.mkdir(parents=True)
+    (ckpt / "checkpoint_last.pt").write_text("settings A")
+    said: list[str] = []
+    assert claim_checkpoints(ckpt, run, stamp, "A", ["a"], said.append) is False  # unknown owner
+    assert (run / "stale" / "unknown" / "checkpoint_last.pt").read_text() == "settings A"
+    assert not ckpt.exists() or not any(ckpt.iterdir())
+    ckpt.mkdir(exist_ok=True)
+    (ckpt / "checkpoint_last.pt").write_text("interrupted A")
+    assert claim_checkpoints(ckpt, run, stamp, "A", ["a"], said.append) is True  # resumes
+    assert (ckpt / "checkpoint_last.pt").read_text() == "interrupted A"
+    assert claim_checkpoints(ckpt, run, stamp, "B", ["b"], said.append) is False  # changed
+    assert (run / "stale" / "A" / "checkpoint_last.pt").read_text() == "interrupted A"
+    assert json.loads(stamp.read_text())["fingerprint"] == "B"
+    assert len(said) == 2 and all("settings changed" in m for m in said)

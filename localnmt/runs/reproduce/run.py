@@ -166,10 +166,12 @@ def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
     """Pre-train and fine-tune every row (Pande et al. Table 4); returns the results page.
     Each command is a step keyed by its command line (a changed setting reruns it and the
     steps after it)."""
+    from localnmt.data.steps import fingerprint
     from localnmt.runs.glue_runs import plan_row, row_scores
     from localnmt.runs.reproduce.page import glue_page
     from localnmt.runs.train import run_logged
     from localnmt.runs.train_log import read_train_log
+    from localnmt.runs.train_run import claim_checkpoints
 
     assert plan.data is not None
     workdir = Path(args.workdir) / plan.stem
@@ -185,12 +187,17 @@ def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
         runner = StepRunner(run_dir, log=lambda m: print(f"  {m}", flush=True))
         for step in glue.steps:
 
-            def run(step=step) -> None:
+            key = glue_step_key(step, run_dir)
+
+            def run(step=step, key=key, run_dir=run_dir) -> None:
+                # pre-training's first phase resumes any checkpoint_last.pt in its save dir:
+                # those of other settings are moved aside first
+                claim_checkpoints(step.save_dir, run_dir, run_dir / f"{key}.started.json",
+                                  fingerprint(step.cmd), step.cmd, log=print)  # fmt: skip
                 print(f"  {step.name}: $", shlex.join(step.cmd), flush=True)
                 if run_logged(step.cmd, step.log, echo=False) != 0:
                     raise RuntimeError(f"{step.name} failed; see {step.log}")
 
-            key = glue_step_key(step, run_dir)
             deps = () if key == "pretrain" else ("pretrain",)
             runner.run(key, run, outputs=[step.output], params=step.cmd, deps=deps)
         scores[row["name"]] = row_scores(glue)

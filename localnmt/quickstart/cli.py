@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-from localnmt.quickstart.sizing import BASELINE, SIZINGS, Sizing, sizing_for
+from localnmt.quickstart.sizing import BASELINE, Sizing, sizing_for, sizings
+from localnmt.runs.errors import cli
 
 
 def log(msg: str) -> None:
@@ -30,7 +30,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "(default: 24 on CPU, 30 on a GPU)")  # fmt: skip
     p.add_argument("--systems", help="comma-separated catalog names, the baseline first "
                    "(default: 3 systems on CPU, 6 on a GPU; `python -m localnmt.catalog`)")
-    p.add_argument("--size", choices=sorted(SIZINGS), help="model sizing (default: cuda if "
+    p.add_argument("--size", choices=sorted(sizings()), help="model sizing (default: cuda if "
                    "torch sees a GPU, else cpu; tiny is for smoke tests)")  # fmt: skip
     p.add_argument("--data", type=Path, help="your own data-bin (made by the project's data "
                    "preparation, with raw/test.<lang> beside it) instead of the gettext corpus")
@@ -119,8 +119,10 @@ def slug(name: str) -> str:
     return name.replace("/", "__")
 
 
+@cli("quickstart")
 def main(argv: list[str] | None = None) -> int:
-    """Run the quickstart; returns the exit status (130 after Ctrl-C)."""
+    """Run the quickstart; returns the exit status (130 after Ctrl-C; 2 with one message for
+    a usage or configuration error)."""
     args = parse_args(argv)
     try:
         run(args)
@@ -146,7 +148,7 @@ def run(args: argparse.Namespace) -> None:
 
     start = time.time()
     machine = machine_summary()
-    sizing = SIZINGS[args.size] if args.size else sizing_for(torch.cuda.is_available())
+    sizing = sizings()[args.size] if args.size else sizing_for(torch.cuda.is_available())
     budget = args.budget_minutes or sizing.budget_minutes
     names = args.systems.split(",") if args.systems else list(sizing.systems)
     systems = pick_systems(names, load_catalog(args.catalog_json), args.parser, sizing)
@@ -205,4 +207,3 @@ def run(args: argparse.Namespace) -> None:
     write_plot(workdir, results, meta)
     print(report.read_text(encoding="utf-8"))
     log(f"done in {meta['elapsed_minutes']:.1f} min: {workdir}/report.{{md,json,png}}")
-    json.dumps(meta)  # the report is JSON: fail loudly here rather than in a reader

@@ -1,20 +1,22 @@
 """How big the quickstart's models are, per device, and which systems it compares.
 
 The quickstart trains every system for an equal share of a wall-clock budget, so the sizes are
-chosen for the device: on a 2-core CPU a model that makes about a thousand updates in a few
-minutes and still reaches double-digit BLEU on the gettext corpus (the sweep behind the choice
-is in ``docs/quickstart.md``); on a GPU a base-width model with fp16 and more systems. The
-numbers are data, in ``configs/quickstart.yaml``. Presets that name layers 1–3 (Localness,
-CSAN) need at least three encoder layers.
+chosen for the device: on a 2-core CPU a small model that makes many updates in its share (the
+sweep behind the choice, and what the default run reached, are in ``docs/quickstart.md``); on a
+GPU a base-width model with fp16 and more systems. The numbers are data, in
+``configs/quickstart.yaml``, read on first use (a broken file is one error, exit 2). Presets
+that name layers 1–3 (Localness, CSAN) need at least three encoder layers.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from localnmt import config_files
 from localnmt.config_files import ConfigError, Key
+from localnmt.runs.recipes import dim_overrides
 
 
 @dataclass(frozen=True)
@@ -37,14 +39,8 @@ class Sizing:
 
     def fairseq_args(self) -> list[str]:
         """fairseq-train overrides, given after the ``cpu`` recipe's arguments."""
-        args: list[str] = []
-        for side in ("encoder", "decoder"):
-            args += [f"--{side}-embed-dim", str(self.embed_dim),
-                     f"--{side}-ffn-embed-dim", str(self.ffn_dim),
-                     f"--{side}-attention-heads", str(self.heads),
-                     f"--{side}-layers", str(self.layers)]  # fmt: skip
         return [
-            *args,
+            *dim_overrides(self.embed_dim, self.ffn_dim, self.heads, self.layers),
             "--max-tokens", str(self.max_tokens),
             "--lr", str(self.lr),
             "--warmup-updates", str(self.warmup),
@@ -106,11 +102,12 @@ def load_sizings(path: Path | str | None = None) -> dict[str, Sizing]:
     return sizings
 
 
-SIZINGS: dict[str, Sizing] = load_sizings()
-CPU, GPU = SIZINGS["cpu"], SIZINGS["cuda"]
-TINY = SIZINGS.get("tiny", CPU)
+@functools.cache
+def sizings() -> dict[str, Sizing]:
+    """:func:`load_sizings` of the installed ``configs/quickstart.yaml``, read once."""
+    return load_sizings()
 
 
 def sizing_for(cuda: bool) -> Sizing:
     """The GPU sizing when CUDA is available, else the CPU one."""
-    return GPU if cuda else CPU
+    return sizings()["cuda" if cuda else "cpu"]

@@ -10,7 +10,7 @@ import pytest
 from localnmt.data.steps import StepRunner
 from localnmt.quickstart import cli, training
 from localnmt.quickstart.report import SystemResult, write_json, write_markdown, write_plot
-from localnmt.quickstart.sizing import CPU, GPU, TINY, load_sizings
+from localnmt.quickstart.sizing import load_sizings, sizings
 from localnmt.runs import timed_validation, train_run
 
 
@@ -130,11 +130,11 @@ def test_unknown_system_and_too_few_layers_exit_2(capsys) -> None:
                {"name": "deep", "row": "D", "arch": "localnmt_base",
                 "args": ["--encoder-attn-modifiers", "localness[layers=1-6]"]}]  # fmt: skip
     with pytest.raises(SystemExit) as exc:
-        cli.pick_systems(["base", "nope"], catalog, args.parser, CPU)
+        cli.pick_systems(["base", "nope"], catalog, args.parser, sizings()["cpu"])
     assert exc.value.code == 2 and "unknown system(s) nope" in capsys.readouterr().err
-    assert cli.pick_systems(["base"], catalog, args.parser, CPU)[0]["name"] == "base"
+    assert cli.pick_systems(["base"], catalog, args.parser, sizings()["cpu"])[0]["name"] == "base"
     with pytest.raises(SystemExit):
-        cli.pick_systems(["base", "deep"], catalog, args.parser, TINY)
+        cli.pick_systems(["base", "deep"], catalog, args.parser, sizings()["tiny"])
     assert "does not fit" in capsys.readouterr().err
 
 
@@ -142,7 +142,7 @@ def test_default_systems_fit_their_sizing() -> None:
     from localnmt.runs.rows import load_catalog
 
     by_name = {row["name"]: row for row in load_catalog(None)}
-    for sizing in (CPU, GPU, TINY):
+    for sizing in sizings().values():
         for name in sizing.systems:
             assert cli.fits(by_name[name], sizing) is None, name
 
@@ -232,4 +232,25 @@ def test_sizing_file_errors_name_file_and_key(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as err:
             load_sizings(path)
         assert str(path) in str(err.value) and message in str(err.value)
-    assert load_sizings()["cpu"] == CPU
+    assert load_sizings()["cpu"] == sizings()["cpu"]
+
+
+def test_broken_sizing_file_is_one_message_exit_2(monkeypatch, capsys) -> None:
+    """configs/quickstart.yaml is read when the quickstart starts, inside its error handler."""
+    from localnmt.config_files import ConfigError
+    from localnmt.quickstart import sizing
+
+    def broken(path=None):
+        raise ConfigError("configs/quickstart.yaml: sizings.cpu: key 'lr' must be a number")
+
+    monkeypatch.setattr(sizing, "load_sizings", broken)
+    sizing.sizings.cache_clear()
+    try:
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["--help"])
+    finally:
+        sizing.sizings.cache_clear()
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "quickstart: configs/quickstart.yaml: sizings.cpu: key 'lr' must be a number"
+    )

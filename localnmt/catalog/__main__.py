@@ -66,15 +66,18 @@ def _natural(text: str) -> list:
 def select(
     rows: list[CatalogRow], paper: str | None, table: str | None, task: str | None
 ) -> list[CatalogRow]:
-    """The rows of ``paper``, ``table`` (any case) and ``task`` (None: any); a selection with
-    no row is a LookupError naming the valid choices."""
+    """The rows of ``paper``, ``table`` (as ``reproduce`` reads it: ``"Table 4"``,
+    ``table4``, ``4``) and ``task`` (None: any); a selection with no row is a LookupError
+    naming the valid choices."""
+    from localnmt.runs.rows import table_id
+
     chosen = rows
     for key, value in (("paper", paper), ("task", task), ("table", table)):
         if value is None:
             continue
         valid = sorted({getattr(r, key) for r in chosen}, key=_natural)
         if key == "table":
-            kept = [r for r in chosen if r.table.lower() == value.lower()]
+            kept = [r for r in chosen if table_id(r.table) == table_id(value)]
         else:
             kept = [r for r in chosen if getattr(r, key) == value]
         if not kept:

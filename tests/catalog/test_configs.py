@@ -168,7 +168,10 @@ def test_cli_empty_selection_names_the_valid_choices(capsys, argv, expected):
     assert expected in captured.err and captured.out == ""
 
 
-def test_cli_table_is_case_insensitive(capsys):
-    argv = ["--paper", "yang2019", "--table", "figure 2A", "--json", "--no-params"]
-    assert catalog_main(argv) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 8
+def test_cli_table_is_read_as_reproduce_reads_it(capsys):
+    """Any case, with or without the space or the word: the same rule as reproduce."""
+    for table, count in (("figure 2A", 8), ("fig2a", 8), ("table4", 14), ("4", 14)):
+        argv = ["--paper", "yang2019" if "2" in table else "yang2018", "--table", table,
+                "--json", "--no-params"]  # fmt: skip
+        assert catalog_main(argv) == 0, table
+        assert len(json.loads(capsys.readouterr().out)) == count, table

@@ -26,6 +26,7 @@ from localnmt.data.metadata import DataInfo, read_metadata
 from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenizer_for
 from localnmt.evaluation.postprocess import postprocess
+from localnmt.evaluation.scoring import read_lines
 
 
 def prepare_source(lines: Sequence[str], info: DataInfo) -> list[str]:
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.input == "-":
             lines = split_lines(sys.stdin.read())
         elif Path(args.input).is_file():
-            lines = split_lines(Path(args.input).read_text(encoding="utf-8"))
+            lines = read_lines(Path(args.input))
         else:
             raise DataError(f"input file not found: {args.input}")
         hub = load(args.data_bin, args.path, args.cpu)

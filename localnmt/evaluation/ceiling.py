@@ -15,9 +15,11 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenizer_for
 from localnmt.evaluation.metrics import BleuResult, sacrebleu_score
 from localnmt.evaluation.postprocess import detokenize
+from localnmt.evaluation.scoring import read_lines
 
 
 def round_trip(refs: Sequence[str], lang: str, normalize: bool = True) -> list[str]:
@@ -39,11 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ref", type=Path, required=True, help="raw reference file")
     p.add_argument("--lang", required=True, help="its language")
     args = p.parse_args(argv)  # fmt: skip
-    refs = args.ref.read_text(encoding="utf-8").split("\n")
-    refs = refs[:-1] if refs and refs[-1] == "" else refs
+    try:
+        refs = read_lines(args.ref)
+    except DataError as err:
+        p.error(str(err))
     for normalize in (True, False):
-        result = ceiling(refs, args.lang, normalize)
-        changed = sum(h != r for h, r in zip(round_trip(refs, args.lang, normalize), refs))
+        trip = round_trip(refs, args.lang, normalize)
+        result = sacrebleu_score(trip, refs, args.lang)
+        changed = sum(h != r for h, r in zip(trip, refs))
         print(f"{'normalised  ' if normalize else 'unnormalised'} ceiling {result.score:.2f} "
               f"({changed} of {len(refs)} lines changed; {result.signature})")  # fmt: skip
     return 0

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from localnmt.data.text_tokenize import tokenizer_name
+from localnmt.data.validate import iter_lines_checked
 from localnmt.evaluation.breakdown import bleu_by_length, ngram_precision_gaps, source_length
 from localnmt.evaluation.metrics import sacrebleu_metric, sacrebleu_score, tokenized_bleu
 from localnmt.evaluation.significance import paired_bootstrap
@@ -18,9 +19,10 @@ from localnmt.evaluation.significance import paired_bootstrap
 
 def read_lines(path: Path) -> list[str]:
     """Lines of a text file without their newlines. Only ``\\n`` ends a line (as in fairseq
-    and the data pipelines): a U+2028 or U+0085 inside a raw reference does not split it."""
-    lines = [line.rstrip("\r") for line in Path(path).read_text(encoding="utf-8").split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
+    and the data pipelines): a U+2028 or U+0085 inside a raw reference does not split it. A
+    missing file or invalid UTF-8 is a :class:`~localnmt.data.steps.DataError` naming the
+    file and line (:func:`localnmt.data.validate.iter_lines_checked`)."""
+    return list(iter_lines_checked(Path(path)))
 
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:

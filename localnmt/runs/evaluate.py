@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from localnmt.data.metadata import post_processing
+from localnmt.data.steps import DataError
 from localnmt.evaluation.breakdown import parse_edges
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines, score, summary, write_lines
@@ -205,11 +206,15 @@ def main(argv: list[str] | None = None) -> None:
             p.error("--hyp needs --ref and --target-lang")
         if args.src and not args.source_lang:
             p.error("--src needs --source-lang (length buckets count its own words)")
-        baseline = read_lines(args.baseline_hyp) if args.baseline_hyp else None
-        sources = read_lines(args.src) if args.src else None
+        try:
+            baseline = read_lines(args.baseline_hyp) if args.baseline_hyp else None
+            sources = read_lines(args.src) if args.src else None
+            hyps, refs = read_lines(args.hyp), read_lines(args.ref)
+        except DataError as err:
+            p.error(str(err))
         result = score(
-            read_lines(args.hyp),
-            read_lines(args.ref),
+            hyps,
+            refs,
             args.target_lang,
             sources=sources,
             source_lang=args.source_lang,

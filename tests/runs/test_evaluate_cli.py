@@ -46,3 +46,19 @@ def test_generation_is_post_processed_as_the_data_bin_records(tmp_path) -> None:
     assert evaluate.read_generation(text, data_bin, "test", detok="moses")["hyp"][0] == (
         "Hallo Welt, ja"
     )
+
+
+def test_unreadable_text_is_one_message_exit_2(tmp_path, capsys) -> None:
+    """--hyp with invalid UTF-8, or a missing reference, names the file (and line)."""
+    from localnmt.evaluation import ceiling
+
+    hyp, ref = tmp_path / "hyp.de", tmp_path / "ref.de"
+    hyp.write_bytes(b"gut\nschl\xfcssel\n")
+    ref.write_text("gut\nSchluessel\n", encoding="utf-8")
+    argv = ["--hyp", str(hyp), "--ref", str(ref), "--target-lang", "de", "--out", str(tmp_path)]
+    with pytest.raises(SystemExit) as err:
+        evaluate.main(argv)
+    assert err.value.code == 2 and f"{hyp}:2: invalid UTF-8" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:
+        ceiling.main(["--ref", str(tmp_path / "none.de"), "--lang", "de"])
+    assert err.value.code == 2 and "missing input file" in capsys.readouterr().err

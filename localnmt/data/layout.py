@@ -18,3 +18,11 @@ def raw_dir(data_bin: Path) -> Path:
 def raw_file(data_bin: Path, subset: str, lang: str) -> Path:
     """Raw text of one subset and language, e.g. ``raw/test1.de`` for subset ``test1``."""
     return raw_dir(data_bin) / f"{subset}.{lang}"
+
+
+def count_lines(data_bin: Path, subset: str, src: str, tgt: str) -> int:
+    """Number of sentences of a binarised subset (from the source side's ``.idx`` header)."""
+    from fairseq.data import data_utils
+
+    dataset = data_utils.load_indexed_dataset(str(Path(data_bin) / f"{subset}.{src}-{tgt}.{src}"))
+    return len(dataset)

@@ -19,6 +19,7 @@ Resumable: rerunning the same command skips finished steps. Prints the data-bin 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
+from localnmt.data.layout import count_lines
 from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus, subset_names
 from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
 from localnmt.data.validate import iter_lines_checked, validate_parallel
@@ -89,15 +91,6 @@ def copy_raw(inputs: dict[str, dict[str, Path]], raw_dir: Path, log: Log = print
     return report
 
 
-def subset_sizes(data_bin: Path, src: str, tgt: str, subsets: list[str]) -> dict[str, int]:
-    """Sentences of each binarised subset (from the source side's index)."""
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
-
-    return {
-        s: len(MMapIndexedDataset(str(data_bin / f"{s}.{src}-{tgt}.{src}"))) for s in subsets
-    }
-
-
 def prepare_parallel(
     src: str, tgt: str, train: str, valid: str, tests: list[str], workdir: Path, *,
     bpe: str = "subword_nmt", bpe_merges: int = 8000, separate: bool = False,
@@ -129,8 +122,10 @@ def prepare_parallel(
         normalize_target=normalize_target,
     )  # fmt: skip
     data_bin = process_corpus(raw_dir, workdir, cfg, runner, raw_step="raw", log=log)
-    read = {s: len(list(iter_lines_checked(raw_dir / f"{s}.{src}"))) for s in inputs}
-    kept = subset_sizes(data_bin, src, tgt, list(inputs))
+    # the raw line counts were taken while copying (raw/sources.json): no second read
+    copied = json.loads((raw_dir / "sources.json").read_text(encoding="utf-8"))
+    read = {s: copied[s]["lines"] for s in inputs}
+    kept = {s: count_lines(data_bin, s, src, tgt) for s in inputs}
     for s in inputs:
         log(f"  {s}: {read[s]} lines in, {kept[s]} sentences in the data-bin")
         if s != "train" and kept[s] != read[s]:

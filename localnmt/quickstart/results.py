@@ -82,7 +82,8 @@ def collect(
 
 def corpus_meta(data_bin: Path, pair: str | None) -> dict[str, Any]:
     """Name, one-line description and subset sizes of the corpus."""
-    from localnmt.runs.generate import count_lines, infer_langs
+    from localnmt.data.layout import count_lines
+    from localnmt.runs.generate import infer_langs
 
     src, tgt = infer_langs(data_bin, "test")
     sizes = {s: count_lines(data_bin, s, src, tgt) for s in ("train", "valid", "test")}

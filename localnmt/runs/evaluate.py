@@ -26,13 +26,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from localnmt.data.layout import count_lines
 from localnmt.data.metadata import post_processing
 from localnmt.data.steps import DataError
 from localnmt.evaluation.breakdown import parse_edges
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines, score, summary, write_lines
 from localnmt.runs.generate import (
-    count_lines,
     generate_command,
     infer_langs,
     ordered,

@@ -22,14 +22,6 @@ def infer_langs(data_bin: Path, subset: str = "test") -> tuple[str, str]:
     raise FileNotFoundError(f"no {subset}.<src>-<tgt>.*.idx in {data_bin}")
 
 
-def count_lines(data_bin: Path, subset: str, src: str, tgt: str) -> int:
-    """Number of sentences of a binarised subset (from the .idx header)."""
-    from fairseq.data import data_utils
-
-    dataset = data_utils.load_indexed_dataset(str(Path(data_bin) / f"{subset}.{src}-{tgt}.{src}"))
-    return len(dataset)
-
-
 def generate_command(
     data_bin: Path,
     checkpoint: Path,

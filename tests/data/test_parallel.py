@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from localnmt.data import parallel
-from localnmt.data.parallel import subset_sizes
+from localnmt.data.layout import count_lines
 from localnmt.data.text_tokenize import tokenize_moses, tokenize_zh
 from localnmt.evaluation.scoring import read_lines
 
@@ -64,7 +64,7 @@ def test_chinese_source_gz_two_test_sets_through_the_script(tmp_path):
     assert (raw / "test.en").read_text(encoding="utf-8").splitlines() == en[34:37]
     assert read_lines(raw / "test1.en") == [*en[37:38], en[38].replace(" ", "\u2028", 1), en[39]]
     assert (raw / "test1.zh").read_text(encoding="utf-8").splitlines() == zh[37:]
-    sizes = subset_sizes(data_bin, "zh", "en", ["train", "valid", "test", "test1"])
+    sizes = {s: count_lines(data_bin, s, "zh", "en") for s in ("train", "valid", "test", "test1")}
     assert sizes == {"train": 30, "valid": 4, "test": 3, "test1": 3}
     # jieba on the Chinese side, Moses on the English side
     tok_zh = (work / "tok" / "test.zh").read_text(encoding="utf-8").splitlines()
@@ -104,7 +104,7 @@ def test_length_clean_train_only_pretokenized_separate_unnormalised(tmp_path, ca
     out = capsys.readouterr().out
     assert "kept 30 of 31 lines" in out
     data_bin = work / "data-bin"
-    sizes = subset_sizes(data_bin, "en", "de", ["train", "valid", "test"])
+    sizes = {s: count_lines(data_bin, s, "en", "de") for s in ("train", "valid", "test")}
     assert sizes == {"train": 30, "valid": 5, "test": 3}
     # pretokenised: only spaces cleaned, no Moses
     tok = (work / "tok" / "test.de").read_text(encoding="utf-8").splitlines()

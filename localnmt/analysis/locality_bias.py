@@ -181,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="analysis", help="output folder")
     args = parser.parse_args(argv)
     model, task = load_model(args.path, args.data)
-    local, syn, coverage = locality_bias(model, task, args.conllu, args.bpe, args.max_sentences)
+    try:
+        local, syn, coverage = locality_bias(
+            model, task, args.conllu, args.bpe, args.max_sentences
+        )
+    except ValueError as err:  # an empty CoNLL-U file, a BPE file of another length
+        parser.error(str(err))
     write_outputs(local, syn, Path(args.out), args.threshold)
     print(coverage.describe(args.conllu))
     print((Path(args.out) / "locality_bias.tsv").read_text(), end="")

@@ -34,10 +34,12 @@ It applies to plain attention, ``local_heads``, ``local_heads_renorm`` and ``tie
 mode; any other layer falls back to ``chunked`` (logged). ``--method chunked``: batched
 vector–Jacobian products (``torch.func.vmap``), ``T·C`` of them, in chunks within
 ``--memory-mb``. ``--method reference``: the first, all-at-once implementation (``T²·C²``
-floats). The three give the same numbers (tests: ≤ 1e-5 relative). Measured, one 512-dim
-8-head layer, one thread, shared 2-core CPU (load 3–7): T = 10: reference 6.9 s, chunked
-8.6 s, structured 0.05 s; T = 25: chunked 61 s, structured 0.08 s; structured at T = 60 / 398:
-0.15 s / 6.0 s (peak RSS 1.2 GB; chunked ran out of memory at T = 40 there).
+floats). The three give the same numbers to float32 precision (tests: ≤ 1e-5 relative; the
+structured form reads the recorded float32 probabilities). ``python -m bench.sensitivity``
+times the three side by side (speed-ups of 40–500× for structured over chunked at T = 10–25
+on a 2-core CPU; the figures with their machine are in the bench's output). The chunked
+method's memory is not bounded by ``--memory-mb`` at 512 dims: its peak grows about as T²
+(its per-product estimate is low), so use it only on short sentences.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ import torch
 from torch import Tensor
 
 from localnmt.analysis.conllu import RelationSets, read_bpe, read_conllu, relation_sets
-from localnmt.analysis.locality_bias import encode, load_model
+from localnmt.analysis.locality_bias import Coverage, encode, load_model
 from localnmt.attention import LocalAttention
 from localnmt.attention.methods.head_masks import LocalHeads, LocalHeadsRenorm
 from localnmt.attention.methods.tied_qk import TiedQK
@@ -103,7 +105,8 @@ def jacobian_norms(
     ``method="chunked"``: one forward, then the ``T·C`` vector–Jacobian products (one per
     output coordinate ``Y[i, c]``) batched with ``torch.func.vmap`` in chunks sized to
     ``memory_mb``; each chunk's rows ``∂Y[i, c]/∂X`` are squared and summed into ``β²[i, :]``
-    at once, so memory is bounded whatever ``T``. ``method="reference"``: the full Jacobian
+    at once (the chunk size follows an estimate that is low at 512 dims: see the module
+    docstring). ``method="reference"``: the full Jacobian
     at once (``torch.autograd.functional.jacobian``), ``T²·C²`` floats."""
     if method not in METHODS:
         raise ValueError(f"method={method!r}: use one of {', '.join(METHODS)}")
@@ -348,22 +351,6 @@ def gammas(beta: Tensor, sets: RelationSets) -> dict[str, float]:
     return out
 
 
-@dataclass
-class Coverage:
-    """What an analysis used: sentences (of how many in the file) and source tokens."""
-
-    sentences: int = 0
-    in_file: int = 0
-    words: int = 0
-    pieces: int = 0  # word pieces, end-of-sentence included
-
-    def __str__(self) -> str:
-        return (
-            f"{self.sentences} of {self.in_file} sentences, {self.words} words, "
-            f"{self.pieces} tokens (word pieces incl. </s>)"
-        )
-
-
 def sensitivity(
     model: Any,
     task: Any,
@@ -372,10 +359,10 @@ def sensitivity(
     limit: int = 0,
     method: str = "structured",
     memory_mb: int = MEMORY_MB,
-    coverage: Coverage | None = None,
-) -> list[list[dict[str, float]]]:
+) -> tuple[list[list[dict[str, float]]], Coverage]:
     """Per sentence, per layer: ``{'local': γ, 'syntactic': γ, 'unrelated': γ}``; every
-    sentence of ``conllu`` unless ``limit`` > 0. ``coverage``, if given, is filled in."""
+    sentence of ``conllu`` unless ``limit`` > 0; and the :class:`Coverage` of the results
+    (counted as the locality-bias analysis counts: end-of-sentence token excluded)."""
     if method not in METHODS:
         raise ValueError(f"method={method!r}: use one of {', '.join(METHODS)}")
     if method == "structured":
@@ -386,9 +373,10 @@ def sensitivity(
                     "layer %d: structured Jacobian not applicable (%s): chunked", number, reason
                 )
     every = read_conllu(conllu)
+    if not every:
+        raise ValueError(f"{conllu}: no sentences")
     sentences = every[: limit or None]
-    coverage = coverage if coverage is not None else Coverage()
-    coverage.in_file = len(every)
+    words = pieces = 0
     results = []
     for sentence, line in zip(sentences, read_bpe(bpe, len(sentences)), strict=True):
         tokens, spans = encode(task, sentence.words, line)
@@ -400,10 +388,9 @@ def sensitivity(
                 for layer, x in zip(model.encoder.layers, inputs, strict=True)
             ]
         )
-        coverage.sentences += 1
-        coverage.words += len(sentence.words)
-        coverage.pieces += tokens.numel()
-    return results
+        words += len(sentence.words)
+        pieces += tokens.numel() - 1
+    return results, Coverage(len(results), len(every), words, pieces)
 
 
 def write_outputs(results: list[list[dict[str, float]]], out: Path) -> str:
@@ -471,12 +458,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_sentences < 0 or args.memory_mb < 1:
         parser.error("--max-sentences must be >= 0 and --memory-mb >= 1")
     model, task = load_model(args.path, args.data)
-    coverage = Coverage()
-    results = sensitivity(
-        model, task, args.conllu, args.bpe, args.max_sentences, args.method, args.memory_mb,
-        coverage,
-    )  # fmt: skip
-    print(f"sensitivity over {coverage}")
+    try:
+        results, coverage = sensitivity(
+            model, task, args.conllu, args.bpe, args.max_sentences, args.method, args.memory_mb
+        )
+    except ValueError as err:
+        parser.error(str(err))
+    print(f"sensitivity: {coverage.describe(args.conllu)}")
     print(write_outputs(results, Path(args.out)), end="")
     return 0
 

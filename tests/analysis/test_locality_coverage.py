@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from localnmt import testing
 from localnmt.analysis import conllu, locality_bias
 
@@ -33,3 +35,15 @@ def test_reports_sentences_words_and_tokens(tiny_data, tmp_path, capsys):
     expected = (f"used 2 of {len(sentences)} sentences of {CONLLU} "
                 f"({words} words, {tokens} subword tokens)")  # fmt: skip
     assert expected in capsys.readouterr().out
+    # the sensitivity analysis counts the same way, and an empty file is one message, exit 2
+    from localnmt.analysis import sensitivity
+
+    assert sensitivity.main([*common, *two]) == 0
+    assert f"sensitivity: {expected}" in capsys.readouterr().out
+    empty = tmp_path / "empty.conllu"
+    empty.write_text("")
+    for module in (locality_bias, sensitivity):
+        args = ["--path", str(result.checkpoint), "--data", str(tiny_data), "--conllu", str(empty)]
+        with pytest.raises(SystemExit) as err:
+            module.main([*args, "--out", str(tmp_path / "e")])
+        assert err.value.code == 2 and f"{empty}: no sentences" in capsys.readouterr().err

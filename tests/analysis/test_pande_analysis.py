@@ -143,6 +143,7 @@ def test_commands_on_a_tiny_trained_model(tiny_data, tmp_path, capsys):
     assert len(rows) == 1 + 3 * 2  # every sentence of the file by default, 2 layers
     words = [len(s.words) for s in conllu.read_conllu(str(CONLLU))]
     printed = capsys.readouterr().out
-    assert f"3 of 3 sentences, {sum(words)} words, {sum(words) + 3} tokens" in printed
+    # no BPE file here: one piece per word, the end-of-sentence token not counted
+    assert f"used 3 of 3 sentences of {CONLLU} ({sum(words)} words, {sum(words)} subword" in printed
     for name in ("locality_bias_fig2.png", "locality_bias_fig3.png", "sensitivity.png"):
         assert (out / name).stat().st_size > 1000

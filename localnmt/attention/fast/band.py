@@ -32,7 +32,7 @@ from torch import Tensor
 
 from localnmt.attention import kernels
 from localnmt.attention.kernels import AttentionProblem, register_kernel
-from localnmt.attention.methods.csan import HEAD_AREA, HeadArea
+from localnmt.attention.methods.csan import HEAD_AREA, KEY_GROUPS, HeadArea
 
 #: Query block size. 32 measured best of {16, 32, 64} on the 2-core CPU (bench/band_attention.py).
 BLOCK = 32
@@ -43,8 +43,6 @@ MIN_LENGTH = 256
 #: keys: fwd+bwd 0.74× its time at T = 256, 0.50× at 512, 1.18× at 128 (2-core CPU, B=32, H=8,
 #: d=64, 3 heads × 11).
 MIN_LENGTH_GROUPED = 256
-#: ``ctx.extras`` key set by transforms that stack key groups (see methods/csan.py).
-KEY_GROUPS = "key_groups"
 
 
 def _band_reach(problem: AttentionProblem, heads: int) -> tuple[Tensor, Tensor] | None:

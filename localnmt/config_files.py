@@ -17,6 +17,7 @@ This module imports only the standard library and PyYAML.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -25,7 +26,19 @@ from typing import Any
 import yaml
 
 ENV_VAR = "LOCALNMT_CONFIGS"
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """A safe loader that reads ``7e-4`` as a number, as YAML 1.2 does (PyYAML follows YAML
+    1.1, where a float needs a dot: ``7e-4`` would be the string "7e-4")."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+_LOADER = _Loader
 
 
 class ConfigError(ValueError):

@@ -69,3 +69,10 @@ def test_check_passes_good_values_and_widens_ints_to_floats():
     out = check({"name": "n", "rate": 2, "steps": 3, "on": False}, SCHEMA, "f.yaml")
     assert out == {"name": "n", "rate": 2.0, "steps": 3, "on": False}
     assert isinstance(out["rate"], float)
+
+
+def test_exponents_without_a_dot_are_numbers(tmp_path):
+    """YAML 1.1 (PyYAML) reads ``7e-4`` as text; the loader reads it as YAML 1.2 does."""
+    path = tmp_path / "c.yaml"
+    path.write_text("a: 7e-4\nb: 7.0e-4\nc: -1E+3\nd: e5\ne: 12\n")
+    assert config_files.read_yaml(path) == {"a": 7e-4, "b": 7e-4, "c": -1000.0, "d": "e5", "e": 12}

@@ -41,7 +41,9 @@ BLOCK = 32
 MIN_LENGTH = 256
 #: The same for stacked key groups (2D-CSAN), whose alternative is masked SDPA over all G·T
 #: keys: fwd+bwd 0.74× its time at T = 256, 0.50× at 512, 1.18× at 128 (2-core CPU, B=32, H=8,
-#: d=64, 3 heads × 11).
+#: d=64, 3 heads × 11), measured when the kernel still copied the stacked keys; the head-area
+#: path that replaced it is not slower (bench/band_attention.py), so the threshold stands
+#: until ``python -m bench.band_attention`` is run again at T = 128-256.
 MIN_LENGTH_GROUPED = 256
 
 

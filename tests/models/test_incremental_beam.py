@@ -73,14 +73,35 @@ def _beam(model, d, sample: dict, incremental: bool) -> list:
     ],
     ids=["gmm", "gmm-norm", "synthesis", "rel-pos"],
 )
-def test_beam_search_equals_decoding_without_incremental_state(arch, extra):
+def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monkeypatch):
+    from localnmt.attention.methods.gmm import GaussianMixture
+    from localnmt.attention.methods.rel_pos import RelativePosition
+
     model, d = _build(arch, extra)
     sample = _sample(d, [9, 6, 3], 9)
-    fast, reference = _beam(model, d, sample, True), _beam(model, d, sample, False)
+    shortcuts = {"source cached": 0, "step buckets": 0}
+
+    def counted(cls, name: str, label: str, hit) -> None:
+        original = getattr(cls, name)
+
+        def spy(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            shortcuts[label] += bool(hit(result))
+            return result
+
+        monkeypatch.setattr(cls, name, spy)
+
+    counted(GaussianMixture, "get_source_state", "source cached", lambda r: r is not None)
+    counted(RelativePosition, "step_buckets", "step buckets", lambda r: r is not None)
+    fast = _beam(model, d, sample, True)
+    taken = dict(shortcuts)
+    reference = _beam(model, d, sample, False)
     assert len(fast) == len(reference) == 3
     for hyps, refs in zip(fast, reference):
         assert [h["tokens"].tolist() for h in hyps] == [r["tokens"].tolist() for r in refs]
         scores = torch.stack([h["score"] for h in hyps])
         torch.testing.assert_close(scores, torch.stack([r["score"] for r in refs]))
-    # the steps took the shortcuts this test is about
+    # the steps took the shortcuts this test is about (and the reference did not)
     assert max(len(h[0]["tokens"]) for h in fast) > 3 + 1  # beyond the clip distance
+    assert taken["step buckets" if extra else "source cached"] > 0
+    assert shortcuts == taken

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import platform
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from localnmt.machine import cpu_model
+from localnmt.machine import cpu_model, machine_summary
 
 
 def git_commit() -> str | None:
@@ -39,16 +38,12 @@ def machine_info(device: torch.device) -> dict[str, Any]:
     import fairseq
 
     info: dict[str, Any] = {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
+        **machine_summary(),  # cpu, cores, gpu, torch, python, load_average
         "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
         "fairseq": getattr(fairseq, "__version__", "?"),
-        "python": platform.python_version(),
         "device": str(device),
         "device_name": cpu_model(),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "git_commit": git_commit(),
     }
     if device.type == "cuda":

@@ -12,7 +12,6 @@ whole T²C² Jacobian) and chunked up to ``--chunked-max``; structured runs at e
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import time
@@ -24,6 +23,7 @@ from localnmt.analysis import sensitivity
 from localnmt.attention import LocalAttention
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.spec import build_modifiers, parse_spec
+from localnmt.machine import load_average
 
 
 def layer(dim: int, heads: int, spec: str) -> LocalAttention:
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
             line += f" | {m}/structured {med[m] / med['structured']:.0f}x (max rel diff {diff:.1e})"
         print(line, flush=True)
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MiB, "
-          f"load {os.getloadavg()[0]:.1f} at the end", flush=True)
+          f"load {(load_average() or [float('nan')])[0]:.1f} at the end", flush=True)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,14 @@ from pathlib import Path
 
 from localnmt.data import bpe as bpe_mod
 from localnmt.data.binarize import binarize_monolingual
-from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
+from localnmt.data.steps import (
+    DataError,
+    Log,
+    StepRunner,
+    atomic_open,
+    run_data_command,
+    write_json,
+)
 from localnmt.data.text_tokenize import tokenize_file
 from localnmt.data.validate import iter_lines_checked
 
@@ -175,14 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)  # fmt: skip
     args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
-    try:
-        out = prepare_glue(args.glue_dir, args.task, args.bpe_model, args.dict, args.out,
-                           workers=args.workers, log=log)  # fmt: skip
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(out)
-    return 0
+    return run_data_command(lambda: prepare_glue(
+        args.glue_dir, args.task, args.bpe_model, args.dict, args.out, workers=args.workers,
+        log=log,
+    ))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.pipeline import ProcessConfig
-from localnmt.data.steps import DataError, Log
+from localnmt.data.steps import Log, run_data_command
 
 
 def input_sizes(root: Path) -> list[list]:
@@ -57,10 +56,4 @@ def main(
                   normalize_target=not args.no_target_normalize)  # fmt: skip
     if args.separate:
         cfg = replace(cfg, joint_bpe=False, joined_dictionary=False)
-    try:
-        data_bin = run(args, cfg, log)
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(data_bin)
-    return 0
+    return run_data_command(lambda: run(args, cfg, log))

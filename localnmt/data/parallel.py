@@ -29,7 +29,14 @@ from pathlib import Path
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.layout import count_lines
 from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus, subset_names
-from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
+from localnmt.data.steps import (
+    DataError,
+    Log,
+    StepRunner,
+    atomic_open,
+    run_data_command,
+    write_json,
+)
 from localnmt.data.validate import iter_lines_checked, validate_parallel
 
 _LANG = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -174,21 +181,19 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
     lc = LengthClean(1, args.max_len, args.max_ratio, "bpe") if args.length_clean else None
-    try:
+
+    def build() -> Path:
         if args.bpe_merges < 1 or args.workers < 1:
             raise DataError("--bpe-merges and --workers must be positive")
-        data_bin = prepare_parallel(
+        return prepare_parallel(
             args.src, args.tgt, args.train, args.valid,
             [t for t in args.test.split(",") if t], args.workdir,
             bpe=args.bpe, bpe_merges=args.bpe_merges, separate=args.separate, length_clean=lc,
             pretokenized=args.pretokenized, normalize_target=not args.no_target_normalize,
             workers=args.workers, log=log,
         )  # fmt: skip
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(data_bin)
-    return 0
+
+    return run_data_command(build)
 
 
 if __name__ == "__main__":

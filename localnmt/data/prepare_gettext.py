@@ -8,7 +8,7 @@ from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.gettext_corpus import PAIRS, prepare_gettext_pair
-from localnmt.data.steps import DataError
+from localnmt.data.steps import run_data_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,17 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-target-normalize", action="store_true",
                     help="no Moses punctuation normalisation of the target side")  # fmt: skip
     args = ap.parse_args(argv)
-    try:
-        data_bin = prepare_gettext_pair(
-            args.pair, args.workdir, bpe=args.bpe, bpe_merges=args.bpe_merges,
-            max_train=args.max_train, locale_root=args.locale_root, workers=args.workers,
-            normalize_target=not args.no_target_normalize, log=lambda m: print(m, flush=True),
-        )  # fmt: skip
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(data_bin)
-    return 0
+    return run_data_command(lambda: prepare_gettext_pair(
+        args.pair, args.workdir, bpe=args.bpe, bpe_merges=args.bpe_merges,
+        max_train=args.max_train, locale_root=args.locale_root, workers=args.workers,
+        normalize_target=not args.no_target_normalize, log=lambda m: print(m, flush=True),
+    ))  # fmt: skip
 
 
 if __name__ == "__main__":

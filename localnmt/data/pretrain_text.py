@@ -37,7 +37,14 @@ from pathlib import Path
 
 from localnmt.data import bpe as bpe_mod
 from localnmt.data.binarize import binarize_monolingual
-from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
+from localnmt.data.steps import (
+    DataError,
+    Log,
+    StepRunner,
+    atomic_open,
+    run_data_command,
+    write_json,
+)
 from localnmt.data.text_tokenize import tokenize_file
 from localnmt.data.validate import iter_lines_checked
 
@@ -194,17 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
-    try:
-        dest = prepare_pretrain_text(
-            args.text, args.out, bpe=args.bpe, merges=args.bpe_merges,
-            valid_fraction=args.valid_fraction, bpe_lines=args.bpe_lines,
-            data_bin=args.data_bin, workers=args.workers, log=log,
-        )  # fmt: skip
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(dest)
-    return 0
+    return run_data_command(lambda: prepare_pretrain_text(
+        args.text, args.out, bpe=args.bpe, merges=args.bpe_merges,
+        valid_fraction=args.valid_fraction, bpe_lines=args.bpe_lines,
+        data_bin=args.data_bin, workers=args.workers, log=log,
+    ))  # fmt: skip
 
 
 if __name__ == "__main__":

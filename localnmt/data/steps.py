@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,19 @@ Log = Callable[[str], None]
 
 class DataError(RuntimeError):
     """A problem with input data or configuration, reported as one clear message."""
+
+
+def run_data_command(build: Callable[[], Path | None]) -> int:
+    """The ending every data-preparation command shares: run ``build``; print the path it
+    made (exit 0), or a :class:`DataError` as one ``error:`` line (exit 2)."""
+    try:
+        out = build()
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if out is not None:
+        print(out)
+    return 0
 
 
 @contextlib.contextmanager

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -13,7 +12,7 @@ from pathlib import Path
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.download import Source, download_all
 from localnmt.data.pipeline import ProcessConfig, process_corpus
-from localnmt.data.steps import DataError, Log, StepRunner
+from localnmt.data.steps import Log, StepRunner, run_data_command
 from localnmt.data.wmt_extract import Corpus, assemble
 
 
@@ -74,20 +73,18 @@ def main(
         extra_args(pr)
     args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
-    try:
+
+    def build() -> Path | None:
         if args.cmd == "download":
             download_all(sources, args.dir, log=log)
-            return 0
+            return None
         cfg = replace(config, bpe=args.bpe, bpe_size=args.bpe_merges, workers=args.workers,
                       normalize_target=not args.no_target_normalize)  # fmt: skip
         if getattr(args, "joint", False):
             cfg = replace(cfg, joint_bpe=True, joined_dictionary=True)
         allow = args.allow_missing_manual
-        data_bin = process_wmt(
+        return process_wmt(
             corpora, args.raw_dir, args.workdir, cfg, allow_missing_optional=allow, log=log
         )
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(data_bin)
-    return 0
+
+    return run_data_command(build)

@@ -155,18 +155,20 @@ def expand_heads(
 ) -> torch.Tensor:
     """Eq. 7–8 layout: ``(B, H, T, d)`` → ``(B, H, G·T, d)``, group ``g`` of head ``h`` = head
     ``(h + g - G//2) mod H`` (wrap-around). Rolls, not an index gather: the backward of a roll is
-    a roll, the backward of a gather a slow scatter-add. Unselected heads keep their own keys."""
+    a roll, the backward of a gather a slow scatter-add. Unselected heads keep their own keys.
+    Without a selection this is :func:`area_view` (one layout, built in one place)."""
+    if selection is None:
+        return area_view(x, groups)
     half = groups // 2
     parts = [torch.roll(x, shifts=-offset, dims=1) for offset in range(-half, half + 1)]
-    if selection is not None:
-        keep = selection.to(x.device).view(1, -1, 1, 1)
-        parts = [torch.where(keep, part, x) for part in parts]
+    keep = selection.to(x.device).view(1, -1, 1, 1)
+    parts = [torch.where(keep, part, x) for part in parts]
     bsz, heads, t, dim = x.shape
     return torch.stack(parts, dim=2).reshape(bsz, heads, groups * t, dim)
 
 
 def area_view(x: Tensor, groups: int) -> Tensor:
-    """The layout of :func:`expand_heads` without selection, as a view: heads wrapped once
+    """The eq. 7–8 layout of :func:`expand_heads` without selection, as a view: heads wrapped once
     (``(B, H + G - 1, T, d)``, one copy), then group ``g`` of head ``h`` is padded head
     ``h + g``: a window of ``G`` heads (``unfold``) whose ``(G, T)`` axes merge without a copy.
     """

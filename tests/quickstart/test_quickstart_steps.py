@@ -221,7 +221,7 @@ def test_sizing_file_errors_name_file_and_key(tmp_path: Path) -> None:
 
     text = (config_dir() / "quickstart.yaml").read_text()
     cases = [
-        (text.replace("lr: 2.0e-3", "lr: 2e-3", 1), "sizings.cpu: key 'lr' must be a number"),
+        (text.replace("lr: 2.0e-3", "lr: fast", 1), "sizings.cpu: key 'lr' must be a number"),
         (text.replace("heads: 4", "haeds: 4", 1), "sizings.cpu: unknown key 'haeds'"),
         (text.replace("layers: 3", "layers: 2", 1), "key 'layers' must be at least 3"),
         (text.replace("  cuda:", "  gpu:", 1), "sizings.gpu: unknown sizing"),

@@ -65,8 +65,8 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
 @pytest.mark.parametrize(
     "old, new, message",
     [
-        ("    lr: 7.0e-4\n", "    lr: 7e-4\n",
-         "recipes.base: key 'lr' must be a number, got str '7e-4'"),
+        ("    lr: 7.0e-4\n", "    lr: 7e-4x\n",
+         "recipes.base: key 'lr' must be a number, got str '7e-4x'"),
         ("    lr: 7.0e-4\n", "    lr: 7.0e-4\n    lr_peak: 1\n",
          "recipes.base: unknown key 'lr_peak'"),
         ("    lr: 7.0e-4\n", "", "recipes.base: missing key 'lr'"),

@@ -5,7 +5,25 @@ from __future__ import annotations
 import pytest
 import torch
 
+from localnmt.attention.fast import band
 from localnmt.attention.fast.band import MIN_LENGTH, band_attention, band_kernel
+
+
+@pytest.fixture
+def one_sentence_chunks(monkeypatch):
+    """The CPU path in chunks of one sentence; yields the list of chunk sizes the fused op
+    saw (forward calls), so a test can check the chunked path ran."""
+    seen: list[int] = []
+    op = band._FLASH_CPU
+    assert op is not None, "torch build without the fused CPU attention op"
+
+    def counting(q, *args, **kwargs):
+        seen.append(q.size(0))
+        return op(q, *args, **kwargs)
+
+    monkeypatch.setattr(band, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(band, "_FLASH_CPU", counting)
+    return seen
 
 
 def dense_band(q, k, v, left, right, pad, groups=1, causal=False):
@@ -64,6 +82,38 @@ def test_equals_dense_outputs_and_gradients(side, left, right, groups, causal):
     got = band_attention(q, k, v, lt, rt_eff, key_padding_mask=kpad, groups=groups, block=8)
     want = dense_band(q, k, v, lt, rt, kpad, groups=groups, causal=causal)
     assert_same_at_real_queries(got, want, pad, (q, k, v))
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize(
+    "left,right,groups,area",
+    [
+        ([5] * 4, [5] * 4, 1, None),
+        ([1, 40, 0, 3], [2, 0, 40, 3], 1, None),  # per-head bands, wider than a block
+        ([2] * 4, [2] * 4, 3, None),  # stacked key groups
+        ([5] * 4, [5] * 4, 3, 1),  # 2D-CSAN head area
+    ],
+)
+def test_chunked_cpu_path_equals_dense(side, left, right, groups, area, one_sentence_chunks):
+    """The CPU path one sentence at a time (windows cut again in backward) == the reference:
+    outputs at real queries and gradients."""
+    q, k, v, pad, kpad = inputs(side, groups=1 if area else groups)
+    lt, rt = torch.tensor(left), torch.tensor(right)
+    got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, groups=groups, block=8,
+                         area=area)  # fmt: skip
+    ks, vs = (stacked(k, groups), stacked(v, groups)) if area else (k, v)
+    want = dense_band(q, ks, vs, lt, rt, pad.repeat(1, groups), groups=groups)
+    assert_same_at_real_queries(got, want, pad, (q, k, v))
+    assert one_sentence_chunks == [45 // 8 + 1] * 3  # 3 sentences of 6 blocks, one at a time
+
+
+def test_chunked_cpu_path_only_without_dropout():
+    """Dropout goes through F.scaled_dot_product_attention (the fused CPU op has none); so do
+    dtypes the op does not take."""
+    q = torch.zeros(1, 1, 8, 4)
+    assert band._chunked_flash_applies(q, 0.0)
+    assert not band._chunked_flash_applies(q, 0.1)
+    assert not band._chunked_flash_applies(q.double(), 0.0)
 
 
 def test_padding_only_rows_no_nan():

@@ -17,6 +17,12 @@ an overlapping strided view, so no stacked ``G·T`` key copy is made. SDPA runs 
 dense masks, biases, and problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as
 fast: docs/design.md, bench/).
 
+On CPU without dropout, :class:`_ChunkedFlashBand` runs torch's fused CPU attention op
+directly, a few sentences at a time, saving only its output and log-sum-exp: the windows are
+cut again in backward instead of being kept, and each chunk's windows and window gradients
+stay under :data:`CHUNK_BYTES`. Allocations that large are otherwise fresh zero pages on every
+call (glibc maps them anew), which cost more than the attention itself at T = 512.
+
 Outputs at padded queries are finite but not the reference's (both are never read: every later
 attention masks padded keys); tests compare real queries and gradients.
 """
@@ -36,15 +42,26 @@ from localnmt.attention.methods.csan import HEAD_AREA, KEY_GROUPS, HeadArea
 
 #: Query block size. 32 measured best of {16, 32, 64} on the 2-core CPU (bench/band_attention.py).
 BLOCK = 32
-#: Shortest key sequence the kernel takes when not forced (bench/band_attention.py: below it,
-#: fused dense SDPA with a boolean mask is as fast or faster on CPU).
+#: Shortest key sequence the kernel takes when not forced. The 1D band's alternative is fused
+#: SDPA with a boolean mask: fwd+bwd band / masked SDPA = 1.23 at T = 128, 0.75 at 256 (2-core
+#: CPU, B = 32, H = 8, d = 64, window 11, ``python -m bench.band_attention``).
 MIN_LENGTH = 256
-#: The same for stacked key groups (2D-CSAN), whose alternative is masked SDPA over all G·T
-#: keys: fwd+bwd 0.74× its time at T = 256, 0.50× at 512, 1.18× at 128 (2-core CPU, B=32, H=8,
-#: d=64, 3 heads × 11), measured when the kernel still copied the stacked keys; the head-area
-#: path that replaced it is not slower (bench/band_attention.py), so the threshold stands
-#: until ``python -m bench.band_attention`` is run again at T = 128-256.
-MIN_LENGTH_GROUPED = 256
+#: The same for stacked key groups (2D-CSAN, 3 heads × 11), whose alternative is masked SDPA
+#: over all G·T keys: band / that = 1.23 at T = 64, 0.72 at 128, 0.38 at 256 (same run).
+MIN_LENGTH_GROUPED = 128
+#: Bytes of one chunk's key windows on the CPU path (:class:`_ChunkedFlashBand`). Below
+#: glibc's 32 MiB ceiling for reusing freed memory; 16-32 MiB measured fastest of 8-64 MiB at
+#: T = 512 (2D: 300-316 ms against 322 at 8 and 402 at 64).
+CHUNK_BYTES = 32 << 20
+
+try:  # torch's fused CPU attention with its log-sum-exp (what F.scaled_dot_product_attention runs)
+    _FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    _FLASH_CPU_BACKWARD = (
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+    )
+except (AttributeError, RuntimeError):  # pragma: no cover - older or stripped torch builds
+    _FLASH_CPU = _FLASH_CPU_BACKWARD = None
+_FLASH_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _band_reach(problem: AttentionProblem, heads: int) -> tuple[Tensor, Tensor] | None:
@@ -115,7 +132,6 @@ def band_attention(
         groups, tk, block, nblocks, nl, nr, extra, tuple(pieces), area or 0, area is not None
     )
     # SDPA batch = (B·nb), heads = H: the mask broadcasts over heads when the band does
-    kw, vw = _BlockWindows.apply(k, layout), _BlockWindows.apply(v, layout)  # (B, nb, H, S, d)
     qb = F.pad(q, (0, 0, 0, extra)) if extra else q
     qb = qb.unflatten(2, (nblocks, block)).transpose(1, 2)  # (B, nb, H, C, d)
     # static band: query r of a block meets window slot s at relative offset s - L - r
@@ -137,17 +153,22 @@ def band_attention(
     all_nonempty = bool(nonempty.all())
     if not all_nonempty:
         allowed = allowed | ~nonempty
-    # fused SDPA over (B·nb) independent blocks: its CPU kernels beat small batched GEMMs
-    batch = bsz * nblocks
     keys = groups * span
-    out = F.scaled_dot_product_attention(
-        qb.reshape(batch, heads, block, dim),
-        kw.view(batch, heads, keys, dim),
-        vw.view(batch, heads, keys, dim),
-        attn_mask=allowed.view(batch, mheads, block, keys),
-        dropout_p=dropout_p,
-        scale=1.0,
-    ).view(bsz, nblocks, heads, block, dim)
+    if _chunked_flash_applies(q, dropout_p):
+        allowed = allowed.expand(bsz, nblocks, mheads, block, keys)
+        out = _ChunkedFlashBand.apply(qb, k, v, allowed, layout)
+    else:
+        # fused SDPA over (B·nb) independent blocks: its CPU kernels beat small batched GEMMs
+        kw, vw = _BlockWindows.apply(k, layout), _BlockWindows.apply(v, layout)
+        batch = bsz * nblocks
+        out = F.scaled_dot_product_attention(
+            qb.reshape(batch, heads, block, dim),
+            kw.view(batch, heads, keys, dim),
+            vw.view(batch, heads, keys, dim),
+            attn_mask=allowed.view(batch, mheads, block, keys),
+            dropout_p=dropout_p,
+            scale=1.0,
+        ).view(bsz, nblocks, heads, block, dim)
     if not all_nonempty:
         out = out * nonempty.to(out.dtype)
     out = out.transpose(1, 2).reshape(bsz, heads, tpad, dim)
@@ -220,44 +241,142 @@ class _WindowLayout:
         return inner[:, a : a + heads]
 
 
-class _BlockWindows(torch.autograd.Function):
+def cut_windows(x: Tensor, layout: _WindowLayout) -> Tensor:
     """Keys → (B, nb, H, G·span, d): each query block's key window per group, cut from
     neighbouring blocks. In the head-area layout each head's window is cut once and the
     ``G`` neighbouring heads' windows are read through an overlapping strided view (no copy
-    per group).
-    Its backward adds the window gradients into one zero tensor (autograd's pad / select /
-    slice backwards would allocate a zero tensor per piece: half of the layer's time at
-    T = 512 on CPU)."""
+    per group)."""
+    xp, heads = layout.padded(x), x.size(1)
+    if not layout.head_area:
+        return torch.cat([layout.piece(xp, heads, *p) for p in layout.pieces], dim=-2)
+    # one window per padded head (B, nb, H + 2a, span, d); head h's G groups are the
+    # windows of padded heads h … h + G - 1, consecutive rows: an overlapping view
+    wide = heads + 2 * layout.area
+    windows = torch.cat(
+        [layout.piece(xp, wide, 0, o, lo, hi) for g, o, lo, hi in layout.pieces if g == 0],
+        dim=-2,
+    )
+    bsz, nb, _, span, dim = windows.shape
+    return windows.as_strided(
+        (bsz, nb, heads, layout.groups * span, dim),
+        (windows.stride(0), windows.stride(1), span * dim, dim, 1),
+    )
+
+
+def fold_windows(grad: Tensor, layout: _WindowLayout, shape: torch.Size) -> Tensor:
+    """Adjoint of :func:`cut_windows`: the window gradients added into one zero tensor of the
+    keys' ``shape`` (autograd's pad / select / slice backwards would allocate a zero tensor per
+    piece: half of the layer's time at T = 512 on CPU)."""
+    heads = shape[1]
+    gxp = grad.new_zeros(layout.padded_shape(shape))
+    start = 0
+    for g, o, a, b in layout.pieces:
+        layout.piece(gxp, heads, g, o, a, b).add_(grad[..., start : start + b - a, :])
+        start += b - a
+    return layout.fold(gxp, heads)
+
+
+class _BlockWindows(torch.autograd.Function):
+    """:func:`cut_windows` with :func:`fold_windows` as its backward."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, layout: _WindowLayout) -> Tensor:
         ctx.layout, ctx.shape = layout, x.shape
-        xp, heads = layout.padded(x), x.size(1)
-        if not layout.head_area:
-            return torch.cat([layout.piece(xp, heads, *p) for p in layout.pieces], dim=-2)
-        # one window per padded head (B, nb, H + 2a, span, d); head h's G groups are the
-        # windows of padded heads h … h + G - 1, consecutive rows: an overlapping view
-        wide = heads + 2 * layout.area
-        windows = torch.cat(
-            [layout.piece(xp, wide, 0, o, lo, hi) for g, o, lo, hi in layout.pieces if g == 0],
-            dim=-2,
-        )
-        bsz, nb, _, span, dim = windows.shape
-        return windows.as_strided(
-            (bsz, nb, heads, layout.groups * span, dim),
-            (windows.stride(0), windows.stride(1), span * dim, dim, 1),
-        )
+        return cut_windows(x, layout)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-        layout = ctx.layout
-        heads = ctx.shape[1]
-        gxp = grad.new_zeros(layout.padded_shape(ctx.shape))
-        start = 0
-        for g, o, a, b in layout.pieces:
-            layout.piece(gxp, heads, g, o, a, b).add_(grad[..., start : start + b - a, :])
-            start += b - a
-        return layout.fold(gxp, heads), None
+        return fold_windows(grad, ctx.layout, ctx.shape), None
+
+
+def _chunked_flash_applies(q: Tensor, dropout_p: float) -> bool:
+    """Whether :class:`_ChunkedFlashBand` can run: CPU, no dropout (torch's fused CPU op has
+    none), a dtype the op takes."""
+    return (
+        _FLASH_CPU is not None
+        and q.device.type == "cpu"
+        and dropout_p == 0.0
+        and q.dtype in _FLASH_DTYPES
+    )
+
+
+def _chunk_size(layout: _WindowLayout, heads: int, keys: int, dim: int, itemsize: int) -> int:
+    """Sentences per chunk: their key windows ``(nb, H, keys, d)`` fit :data:`CHUNK_BYTES`."""
+    per_sentence = layout.nblocks * heads * keys * dim * itemsize
+    return max(1, CHUNK_BYTES // per_sentence)
+
+
+class _ChunkedFlashBand(torch.autograd.Function):
+    """Blocked band attention on CPU, a chunk of sentences at a time, with torch's fused CPU
+    attention op (the one ``F.scaled_dot_product_attention`` runs) called directly so that
+    only its output and log-sum-exp are saved. Backward cuts each chunk's windows again
+    and folds their gradients (:func:`fold_windows`). Same numbers as the SDPA path.
+
+    ``qb``: ``(B, nb, H, C, d)`` query blocks; ``k``/``v`` as :func:`band_attention` takes
+    them; ``allowed``: ``(B, nb, H or 1, C, G·span)`` bool with no empty row. Returns
+    ``(B, nb, H, C, d)``, stored time-major (``(nb·C, B, H, d)`` memory) so that the
+    pipeline's ``(T, B, H·d)`` output is a view, not another copy.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, qb: Tensor, k: Tensor, v: Tensor, allowed: Tensor, layout: _WindowLayout):
+        bsz, nb, heads, block, dim = qb.shape
+        chunk = _chunk_size(layout, heads, allowed.size(-1), dim, qb.element_size())
+        out = qb.new_empty(nb, block, bsz, heads, dim).permute(2, 0, 3, 1, 4)
+        lse = qb.new_empty(bsz * nb, heads, block, dtype=torch.float32)
+        masks = []
+        for start in range(0, bsz, chunk):
+            rows = slice(start, start + chunk)
+            q_part, kw, vw = _ChunkedFlashBand.chunk_inputs(qb, k, v, layout, rows)
+            blocked = ~allowed[rows].flatten(0, 1)
+            mask = torch.zeros(blocked.shape, dtype=qb.dtype).masked_fill_(blocked, -torch.inf)
+            o, chunk_lse = _FLASH_CPU(q_part, kw, vw, attn_mask=mask, scale=1.0)
+            out[rows] = o.view(-1, nb, heads, block, dim)
+            lse[start * nb : start * nb + o.size(0)] = chunk_lse
+            masks.append(mask)
+        ctx.save_for_backward(qb, k, v, out, lse, *masks)
+        ctx.layout, ctx.chunk = layout, chunk
+        return out
+
+    @staticmethod
+    def chunk_inputs(
+        qb: Tensor, k: Tensor, v: Tensor, layout: _WindowLayout, rows: slice
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """One chunk's query blocks and key and value windows as the op takes them:
+        ``(n·nb, H, C, d)`` and ``(n·nb, H, G·span, d)``."""
+        q_part = qb[rows].flatten(0, 1).contiguous()
+        kw = cut_windows(k[rows], layout).flatten(0, 1)
+        vw = cut_windows(v[rows], layout).flatten(0, 1)
+        return q_part, kw, vw
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: Tensor):
+        qb, k, v, out, lse, *masks = ctx.saved_tensors
+        layout, chunk = ctx.layout, ctx.chunk
+        nb = qb.size(1)
+        dq, dk, dv = torch.empty_like(qb), torch.empty_like(k), torch.empty_like(v)
+        for start, mask in zip(range(0, qb.size(0), chunk), masks, strict=True):
+            rows = slice(start, start + chunk)
+            q_part, kw, vw = _ChunkedFlashBand.chunk_inputs(qb, k, v, layout, rows)
+            n = q_part.size(0)
+            gq, gk, gv = _FLASH_CPU_BACKWARD(
+                grad[rows].flatten(0, 1).contiguous(),
+                q_part,
+                kw,
+                vw,
+                out[rows].flatten(0, 1),
+                lse[start * nb : start * nb + n],
+                0.0,
+                False,
+                attn_mask=mask,
+                scale=1.0,
+            )
+            dq[rows] = gq.view(dq[rows].shape)
+            shape = k[rows].shape
+            dk[rows] = fold_windows(gk.view(-1, nb, *gk.shape[1:]), layout, shape)
+            dv[rows] = fold_windows(gv.view(-1, nb, *gv.shape[1:]), layout, shape)
+        return dq, dk, dv, None, None
 
 
 @register_kernel("band", priority=20)

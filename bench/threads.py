@@ -4,7 +4,8 @@
 
 Times, interleaved in one process, the ops of a decoding step (B·beam = ``--batch``
 hypotheses, 8 heads, ``--keys`` source tokens, K = 4 GMM components) with torch's thread
-count as it is and with one thread: softmax, the mixture's ``exp``, the GMM predictors'
+count as it is and with one thread: softmax, the mixture's ``exp`` (and with a third of its
+exponents below -87, raw and clamped as gmm.py does), the GMM predictors'
 hidden GEMM and output GEMM (13 columns and padded to 16), and a projection and an FFN layer
 (512×512, 512×2048). Then tanh against sigmoid on the GMM predictors' hidden layer of a
 training batch, and one incremental GMM cross-attention step (512-dim, 8 heads) with the
@@ -43,6 +44,8 @@ def op_table(batch: int, keys: int, repeats: int, calls: int) -> list[tuple[str,
     heads, dim = 8, 64
     rows = batch * heads
     logits, terms = torch.randn(batch, heads, 1, keys), torch.randn(batch, heads, 1, 4, keys)
+    far = terms.clone()
+    far[..., : keys // 3] = -200.0  # terms of a concentrated component far from its mean
     q, hidden, x = torch.randn(rows, dim), torch.randn(rows, 4 * dim), torch.randn(batch, 512)
     w_hidden, w_proj = torch.randn(4 * dim, dim), torch.randn(512, 512)
     w_ffn = torch.randn(2048, 512)
@@ -50,6 +53,8 @@ def op_table(batch: int, keys: int, repeats: int, calls: int) -> list[tuple[str,
     ops: dict[str, Callable[[], object]] = {
         f"softmax ({batch}, {heads}, 1, {keys})": lambda: logits.softmax(-1),
         f"exp ({batch}, {heads}, 1, 4, {keys})": lambda: terms.exp(),
+        f"exp, a third of the exponents < -87 ({batch}, {heads}, 1, 4, {keys})": far.exp,
+        "  the same clamped at -87 first (gmm.EXP_FLOOR)": lambda: far.clamp(min=-87.0).exp_(),
         f"GEMM ({rows}, {dim})·({dim}, {4 * dim})": lambda: F.linear(q, w_hidden),
         f"GEMM ({rows}, {4 * dim})·({4 * dim}, 13)": lambda: F.linear(hidden, w13),
         f"GEMM ({rows}, {4 * dim})·({4 * dim}, 16)": lambda: F.linear(hidden, w16),

@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from localnmt.attention.fast import band
-from localnmt.attention.fast.band import MIN_LENGTH, band_attention, band_kernel
+from localnmt.attention.fast.band import (
+    MIN_LENGTH,
+    MIN_LENGTH_GROUPED,
+    band_attention,
+    band_kernel,
+)
 
 
 @pytest.fixture
@@ -152,6 +157,37 @@ def test_declines_short_or_biased_problems():
     finally:
         pipeline.fast_attention = original
     assert seen[0] is None and seen[1] is not None  # short: declined; long: taken
+
+
+def test_csan_2d_takes_the_band_from_its_own_threshold():
+    """2D-CSAN through the pipeline: dense below MIN_LENGTH_GROUPED, the band kernel from it
+    on (not forced), with the dense path's outputs."""
+    from localnmt.attention import pipeline
+    from localnmt.attention.context import AttentionSite
+    from localnmt.attention.pipeline import LocalAttention
+    from localnmt.attention.spec import build_modifiers, parse_spec
+
+    site = AttentionSite("encoder_self", 0, 1, 16, 4)
+    mods = build_modifiers(parse_spec("csan_2d[window=5]"), site)
+    att = LocalAttention(16, 4, site=site, modifiers=mods, self_attention=True)
+    seen = []
+    original = pipeline.fast_attention
+
+    def spy(problem):
+        seen.append(band_kernel(problem) is not None)
+        return original(problem)
+
+    pipeline.fast_attention = spy
+    try:
+        for t in (MIN_LENGTH_GROUPED // 2, MIN_LENGTH_GROUPED):
+            x = torch.randn(t, 2, 16)
+            fast, _ = att(x, x, x, need_weights=False)
+            dense, _ = att(x, x, x, need_weights=True)
+            torch.testing.assert_close(fast, dense, atol=1e-5, rtol=1e-5)
+    finally:
+        pipeline.fast_attention = original
+    assert seen == [False, True]
+    assert MIN_LENGTH_GROUPED < MIN_LENGTH
 
 
 def test_low_precision():

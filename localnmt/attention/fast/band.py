@@ -49,10 +49,11 @@ MIN_LENGTH = 256
 #: The same for stacked key groups (2D-CSAN, 3 heads × 11), whose alternative is masked SDPA
 #: over all G·T keys: band / that = 1.23 at T = 64, 0.72 at 128, 0.38 at 256 (same run).
 MIN_LENGTH_GROUPED = 128
-#: Bytes of one chunk's key windows on the CPU path (:class:`_ChunkedFlashBand`). Below
-#: glibc's 32 MiB ceiling for reusing freed memory; 16-32 MiB measured fastest of 8-64 MiB at
-#: T = 512 (2D: 300-316 ms against 322 at 8 and 402 at 64).
-CHUNK_BYTES = 32 << 20
+#: Bytes of one chunk's key windows and query blocks on the CPU path (:class:`_ChunkedFlashBand`),
+#: below glibc's 32 MiB ceiling for reusing freed memory. At T = 512 (B = 32, 2-core CPU) 16 MiB
+#: was as fast as or faster than 32 and 48 for 1D and 2D kernels and layers, with a lower peak:
+#: 2D-CSAN layer 373 MiB against 448 and 523 (plain layer 322).
+CHUNK_BYTES = 16 << 20
 
 try:  # torch's fused CPU attention with its log-sum-exp (what F.scaled_dot_product_attention runs)
     _FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -301,8 +302,10 @@ def _chunked_flash_applies(q: Tensor, dropout_p: float) -> bool:
 
 
 def _chunk_size(layout: _WindowLayout, heads: int, keys: int, dim: int, itemsize: int) -> int:
-    """Sentences per chunk: their key windows ``(nb, H, keys, d)`` fit :data:`CHUNK_BYTES`."""
-    per_sentence = layout.nblocks * heads * keys * dim * itemsize
+    """Sentences per chunk: the key windows ``(nb, H, keys, d)`` and query blocks
+    ``(nb, H, C, d)`` of a chunk fit :data:`CHUNK_BYTES` (each of the chunk's temporaries,
+    windows, window gradients, query copies, is at most that size)."""
+    per_sentence = layout.nblocks * heads * (keys + layout.block) * dim * itemsize
     return max(1, CHUNK_BYTES // per_sentence)
 
 

@@ -121,6 +121,17 @@ def test_chunked_cpu_path_only_without_dropout():
     assert not band._chunked_flash_applies(q.double(), 0.0)
 
 
+def test_without_the_fused_cpu_op_the_sdpa_path_runs(monkeypatch):
+    """A torch without the op (or its attn_mask argument) keeps the SDPA path, same numbers."""
+    monkeypatch.setattr(band, "_FLASH_CPU", None)
+    assert not band._chunked_flash_applies(torch.zeros(1, 1, 8, 4), 0.0)
+    q, k, v, pad, kpad = inputs("left")
+    lt = rt = torch.full((4,), 5)
+    got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, block=8)
+    assert_same_at_real_queries(got, dense_band(q, k, v, lt, rt, kpad), pad, (q, k, v))
+    assert all(op is not None for op in band._flash_cpu_ops())  # this torch has both
+
+
 def test_padding_only_rows_no_nan():
     q, k, v, pad, _ = inputs("left", t=40)
     pad[1] = True  # a whole row of padding

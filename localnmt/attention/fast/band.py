@@ -55,13 +55,24 @@ MIN_LENGTH_GROUPED = 128
 #: 2D-CSAN layer 373 MiB against 448 and 523 (plain layer 322).
 CHUNK_BYTES = 16 << 20
 
-try:  # torch's fused CPU attention with its log-sum-exp (what F.scaled_dot_product_attention runs)
-    _FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
-    _FLASH_CPU_BACKWARD = (
-        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
-    )
-except (AttributeError, RuntimeError):  # pragma: no cover - older or stripped torch builds
-    _FLASH_CPU = _FLASH_CPU_BACKWARD = None
+
+def _flash_cpu_ops() -> tuple[Any, Any]:
+    """torch's fused CPU attention op with its log-sum-exp (what F.scaled_dot_product_attention
+    runs on CPU) and its backward, or ``(None, None)`` where this torch lacks them or their
+    ``attn_mask`` argument (older releases): the kernel then keeps the SDPA path."""
+    try:
+        ops = (
+            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+        )
+    except (AttributeError, RuntimeError):
+        return None, None
+    if all(any(a.name == "attn_mask" for a in op._schema.arguments) for op in ops):
+        return ops
+    return None, None
+
+
+_FLASH_CPU, _FLASH_CPU_BACKWARD = _flash_cpu_ops()
 _FLASH_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 

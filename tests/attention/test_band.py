@@ -20,7 +20,8 @@ def one_sentence_chunks(monkeypatch):
     saw (forward calls), so a test can check the chunked path ran."""
     seen: list[int] = []
     op = band._FLASH_CPU
-    assert op is not None, "torch build without the fused CPU attention op"
+    if op is None:
+        pytest.skip("this torch has no fused CPU attention op with attn_mask: SDPA path only")
 
     def counting(q, *args, **kwargs):
         seen.append(q.size(0))
@@ -129,7 +130,6 @@ def test_without_the_fused_cpu_op_the_sdpa_path_runs(monkeypatch):
     lt = rt = torch.full((4,), 5)
     got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, block=8)
     assert_same_at_real_queries(got, dense_band(q, k, v, lt, rt, kpad), pad, (q, k, v))
-    assert all(op is not None for op in band._flash_cpu_ops())  # this torch has both
 
 
 def test_padding_only_rows_no_nan():

@@ -95,6 +95,7 @@ def test_equals_dense_outputs_and_gradients(side, left, right, groups, causal):
     "left,right,groups,area",
     [
         ([5] * 4, [5] * 4, 1, None),
+        ([5] * 4, [0] * 4, 1, None),  # the causal band the kernel gives decoder self-attention
         ([1, 40, 0, 3], [2, 0, 40, 3], 1, None),  # per-head bands, wider than a block
         ([2] * 4, [2] * 4, 3, None),  # stacked key groups
         ([5] * 4, [5] * 4, 3, 1),  # 2D-CSAN head area

@@ -19,9 +19,10 @@ fast: docs/design.md, bench/).
 
 On CPU without dropout, :class:`_ChunkedFlashBand` runs torch's fused CPU attention op
 directly, a few sentences at a time, saving only its output and log-sum-exp: the windows are
-cut again in backward instead of being kept, and each chunk's windows and window gradients
-stay under :data:`CHUNK_BYTES`. Allocations that large are otherwise fresh zero pages on every
-call (glibc maps them anew), which cost more than the attention itself at T = 512.
+cut again in backward instead of being kept, and each chunk's temporaries stay under
+:data:`CHUNK_BYTES`. Whole-batch windows and window gradients are fresh pages on every call
+(glibc maps allocations over 32 MiB anew); with their zero-filling and copies they cost the
+kernel more than the attention arithmetic at T = 512 (docs/design.md, "Kernels").
 
 Outputs at padded queries are finite but not the reference's (both are never read: every later
 attention masks padded keys); tests compare real queries and gradients.

@@ -114,6 +114,57 @@ def test_chunked_cpu_path_equals_dense(side, left, right, groups, area, one_sent
     assert one_sentence_chunks == [45 // 8 + 1] * 3  # 3 sentences of 6 blocks, one at a time
 
 
+@pytest.mark.parametrize("area", [None, 1])
+def test_chunked_cpu_path_equals_the_sdpa_path(area, one_sentence_chunks, monkeypatch):
+    """Both paths run the same fused op: outputs and gradients agree to float32 rounding."""
+    q, k, v, pad, kpad = inputs("left")
+    lt, rt = torch.tensor([1, 7, 0, 3]), torch.tensor([2, 0, 9, 3])
+    got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, block=8, area=area)
+    assert one_sentence_chunks  # the chunked path ran
+    monkeypatch.setattr(band, "_FLASH_CPU", None)
+    want = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, block=8, area=area)
+    real = ~pad[:, None, :, None]
+    torch.testing.assert_close(got * real, want * real, atol=1e-6, rtol=1e-6)
+    weight = torch.randn_like(got) * real
+    grads_got = torch.autograd.grad((got * weight).sum(), (q, k, v))
+    grads_want = torch.autograd.grad((want * weight).sum(), (q, k, v))
+    for a, b in zip(grads_got, grads_want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "spec,kind", [("csan_2d[window=5]", "encoder_self"), ("csan_1d[window=7]", "decoder_self")]
+)
+def test_layer_band_equals_layer_sdpa(spec, kind):
+    """A whole LocalAttention layer at T = MIN_LENGTH + 4 (padding or fairseq's causal mask):
+    outputs at real queries and input gradients through the band kernel == the SDPA kernel."""
+    from localnmt.attention import kernels
+    from localnmt.attention.context import AttentionSite
+    from localnmt.attention.pipeline import LocalAttention
+    from localnmt.attention.spec import build_modifiers, parse_spec
+
+    torch.manual_seed(0)
+    site = AttentionSite(kind, 0, 1, 16, 4)
+    att = LocalAttention(16, 4, site=site, modifiers=build_modifiers(parse_spec(spec), site),
+                         self_attention=True)  # fmt: skip
+    t, bsz = MIN_LENGTH + 4, 3
+    x = torch.randn(t, bsz, 16, requires_grad=True)
+    pad, mask = torch.zeros(bsz, t, dtype=torch.bool), None
+    if kind == "decoder_self":
+        pad, mask = None, torch.triu(torch.full((t, t), float("-inf")), 1)
+    else:
+        pad[1, :40], pad[2, : t // 2] = True, True
+    real = torch.ones(t, bsz, 1) if pad is None else (~pad).T[..., None].float()
+    weight = torch.randn(t, bsz, 16) * real
+    results = []
+    for name in ("band", "sdpa"):
+        with kernels.forced_kernel(name):
+            y, _ = att(x, x, x, key_padding_mask=pad, attn_mask=mask, need_weights=False)
+        results.append((y * real, *torch.autograd.grad((y * weight).sum(), x)))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 def test_chunked_cpu_path_only_without_dropout():
     """Dropout goes through F.scaled_dot_product_attention (the fused CPU op has none); so do
     dtypes the op does not take."""

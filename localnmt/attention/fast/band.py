@@ -168,7 +168,6 @@ def band_attention(
         allowed = allowed | ~nonempty
     keys = groups * span
     if _chunked_flash_applies(q, dropout_p):
-        allowed = allowed.expand(bsz, nblocks, mheads, block, keys)
         out = _ChunkedFlashBand.apply(qb, k, v, allowed, layout)
     else:
         # fused SDPA over (B·nb) independent blocks: its CPU kernels beat small batched GEMMs
@@ -325,7 +324,8 @@ class _ChunkedFlashBand(torch.autograd.Function):
     """Blocked band attention on CPU, a chunk of sentences at a time, with torch's fused CPU
     attention op (the one ``F.scaled_dot_product_attention`` runs) called directly so that
     only its output and log-sum-exp are saved. Backward cuts each chunk's windows again
-    and folds their gradients (:func:`fold_windows`). Same numbers as the SDPA path.
+    and folds their gradients (:func:`fold_windows`). The same op as the SDPA path, so the
+    same numbers (tests/attention/test_band.py compares the two paths).
 
     ``qb``: ``(B, nb, H, C, d)`` query blocks; ``k``/``v`` as :func:`band_attention` takes
     them; ``allowed``: ``(B, nb, H or 1, C, G·span)`` bool with no empty row. Returns
@@ -334,46 +334,44 @@ class _ChunkedFlashBand(torch.autograd.Function):
     """
 
     @staticmethod
+    def chunk_inputs(
+        qb: Tensor, k: Tensor, v: Tensor, allowed: Tensor, layout: _WindowLayout, rows: slice
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """One chunk's query blocks, key and value windows and additive mask as the op takes
+        them: ``(n·nb, H, C, d)``, ``(n·nb, H, G·span, d)`` and ``(n·nb, H or 1, C, G·span)``."""
+        q_part = qb[rows].flatten(0, 1).contiguous()
+        kw = cut_windows(k[rows], layout).flatten(0, 1)
+        vw = cut_windows(v[rows], layout).flatten(0, 1)
+        blocked = ~allowed[rows].flatten(0, 1)
+        mask = torch.zeros(blocked.shape, dtype=qb.dtype).masked_fill_(blocked, -torch.inf)
+        return q_part, kw, vw, mask
+
+    @staticmethod
     def forward(ctx: Any, qb: Tensor, k: Tensor, v: Tensor, allowed: Tensor, layout: _WindowLayout):
         bsz, nb, heads, block, dim = qb.shape
         chunk = _chunk_size(layout, heads, allowed.size(-1), dim, qb.element_size())
         out = qb.new_empty(nb, block, bsz, heads, dim).permute(2, 0, 3, 1, 4)
         lse = qb.new_empty(bsz * nb, heads, block, dtype=torch.float32)
-        masks = []
         for start in range(0, bsz, chunk):
             rows = slice(start, start + chunk)
-            q_part, kw, vw = _ChunkedFlashBand.chunk_inputs(qb, k, v, layout, rows)
-            blocked = ~allowed[rows].flatten(0, 1)
-            mask = torch.zeros(blocked.shape, dtype=qb.dtype).masked_fill_(blocked, -torch.inf)
-            o, chunk_lse = _FLASH_CPU(q_part, kw, vw, attn_mask=mask, scale=1.0)
+            inputs = _ChunkedFlashBand.chunk_inputs(qb, k, v, allowed, layout, rows)
+            o, chunk_lse = _FLASH_CPU(*inputs[:3], attn_mask=inputs[3], scale=1.0)
             out[rows] = o.view(-1, nb, heads, block, dim)
             lse[start * nb : start * nb + o.size(0)] = chunk_lse
-            masks.append(mask)
-        ctx.save_for_backward(qb, k, v, out, lse, *masks)
+        ctx.save_for_backward(qb, k, v, allowed, out, lse)
         ctx.layout, ctx.chunk = layout, chunk
         return out
 
     @staticmethod
-    def chunk_inputs(
-        qb: Tensor, k: Tensor, v: Tensor, layout: _WindowLayout, rows: slice
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """One chunk's query blocks and key and value windows as the op takes them:
-        ``(n·nb, H, C, d)`` and ``(n·nb, H, G·span, d)``."""
-        q_part = qb[rows].flatten(0, 1).contiguous()
-        kw = cut_windows(k[rows], layout).flatten(0, 1)
-        vw = cut_windows(v[rows], layout).flatten(0, 1)
-        return q_part, kw, vw
-
-    @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: Tensor):
-        qb, k, v, out, lse, *masks = ctx.saved_tensors
+        qb, k, v, allowed, out, lse = ctx.saved_tensors
         layout, chunk = ctx.layout, ctx.chunk
         nb = qb.size(1)
         dq, dk, dv = torch.empty_like(qb), torch.empty_like(k), torch.empty_like(v)
-        for start, mask in zip(range(0, qb.size(0), chunk), masks, strict=True):
+        for start in range(0, qb.size(0), chunk):
             rows = slice(start, start + chunk)
-            q_part, kw, vw = _ChunkedFlashBand.chunk_inputs(qb, k, v, layout, rows)
+            q_part, kw, vw, mask = _ChunkedFlashBand.chunk_inputs(qb, k, v, allowed, layout, rows)
             n = q_part.size(0)
             gq, gk, gv = _FLASH_CPU_BACKWARD(
                 grad[rows].flatten(0, 1).contiguous(),

@@ -205,3 +205,34 @@ def test_threads_benchmark_runs_and_prints_its_table(capsys) -> None:
     assert threads.ENABLED == before
     assert out.count("| GEMM (") == 5 and "| softmax (2, 8, 1, 4) |" in out
     assert "GMM cross-attention decoding step:" in out and "load" in out
+
+
+def test_band_chunks_benchmark_runs_and_restores_the_chunk_size(capsys) -> None:
+    """bench.band_chunks on a tiny config: the allocation line and one row per chunk size (no
+    timing asserted); CHUNK_BYTES is left as it was."""
+    from bench import band_chunks
+    from localnmt.attention.fast import band
+
+    before = band.CHUNK_BYTES
+    band_chunks.main(["--length", "40", "--batch", "2", "--chunk-mib", "1", "2",
+                      "--repeats", "1", "--alloc-mb", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert band.CHUNK_BYTES == before
+    assert "zero-fill 1 MiB: fresh tensor" in out
+    rows = [line for line in out.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 2 and all(line.count("|") == 8 for line in rows)
+
+
+def test_gmm_decoding_benchmark_runs_and_restores_post(capsys) -> None:
+    """bench.gmm_decoding on a tiny config: one row per form (no timing asserted); the GMM
+    modifier's post is left as it was."""
+    from bench import gmm_decoding
+    from localnmt.attention.methods.gmm import GaussianMixture
+
+    before = GaussianMixture.post
+    gmm_decoding.main(["--length", "3", "--sentences", "1", "--vocab", "100", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert GaussianMixture.post is before
+    for form in ("baseline", *gmm_decoding.FORMS):
+        assert f"| {form} |" in out
+    assert "eq. 6 and 10-13 (full − predictors-only)" in out

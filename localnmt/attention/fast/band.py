@@ -20,9 +20,9 @@ fast: docs/design.md, bench/).
 On CPU without dropout, :class:`_ChunkedFlashBand` runs torch's fused CPU attention op
 directly, a few sentences at a time, saving only its output and log-sum-exp: the windows are
 cut again in backward instead of being kept, and each chunk's temporaries stay under
-:data:`CHUNK_BYTES`. Whole-batch windows and window gradients are fresh pages on every call
-(glibc maps allocations over 32 MiB anew); with their zero-filling and copies they cost the
-kernel more than the attention arithmetic at T = 512 (docs/design.md, "Kernels").
+:data:`CHUNK_BYTES`. Whole-batch windows and window gradients would be fresh pages on every
+call (glibc maps allocations over 32 MiB anew; ``python -m bench.band_chunks`` times a fresh
+against a reused tensor).
 
 Outputs at padded queries are finite but not the reference's (both are never read: every later
 attention masks padded keys); tests compare real queries and gradients.
@@ -51,9 +51,10 @@ MIN_LENGTH = 256
 #: over all G·T keys: band / that = 1.23 at T = 64, 0.72 at 128, 0.38 at 256 (same run).
 MIN_LENGTH_GROUPED = 128
 #: Bytes of one chunk's key windows and query blocks on the CPU path (:class:`_ChunkedFlashBand`),
-#: below glibc's 32 MiB ceiling for reusing freed memory. At T = 512 (B = 32, 2-core CPU) 16 MiB
-#: was as fast as or faster than 32 and 48 for 1D and 2D kernels and layers, with a lower peak:
-#: 2D-CSAN layer 373 MiB against 448 and 523 (plain layer 322).
+#: below glibc's 32 MiB ceiling for reusing freed memory. ``python -m bench.band_chunks`` at
+#: T = 512, B = 32 (2-core CPU): band 1D ÷ dense 0.37 / 0.39 / 0.44 / 0.49 at 8 / 16 / 32 / 48
+#: MiB, band 2D 0.80 / 0.77 / 0.78 / 0.88, 2D-CSAN layer peak 316 / 367 / 443 / 519 MiB
+#: (plain layer 322).
 CHUNK_BYTES = 16 << 20
 
 

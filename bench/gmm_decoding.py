@@ -1,0 +1,96 @@
+"""Where GMM cross-attention's beam-search time goes: the model taken apart, A/B in one process.
+
+    python -m bench.gmm_decoding [--length 32] [--repeats 7]
+
+Beam search (``bench.generation``: 8 sentences, beam 4, exactly T steps) with the fairseq
+baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in four
+forms: the full model; ``post`` returning the softmax unchanged (what remains is the reference
+path the modifier needs for probabilities); and ``post`` running only the predictors
+(eq. 7-9, 14) and returning the softmax. Prints seconds per batch and the difference of each
+form to the baseline: full − predictors-only is what eq. 6 and 10-13 cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+
+import torch
+
+from bench.generation import Generator
+from bench.machine import describe, machine_info
+from bench.measure import interleaved
+from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
+from bench.synthetic import make_batch, make_dictionary
+from localnmt.attention.methods.gmm import GaussianMixture
+from localnmt.machine import load_average
+
+
+def _softmax_unchanged(self: GaussianMixture, ctx, probs):
+    return probs
+
+
+def _predictors_only(self: GaussianMixture, ctx, probs):
+    self.predictors.outputs(ctx.q, ctx.q.size(-1) ** 0.5, reuse=ctx.incremental)
+    return probs
+
+
+FORMS = {"full": None, "reference path only": _softmax_unchanged,
+         "+ predictors": _predictors_only}  # fmt: skip
+
+
+def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: int) -> dict:
+    """Median seconds per beam-search batch of the baseline and of each form of the model."""
+    from localnmt.catalog import all_rows
+
+    row = next(r for r in all_rows() if r.name == row_name)
+    dictionary = make_dictionary(vocab)
+    ns = parse_model_args(row.arch, row.args, size_overrides(512, 2048))
+    batch = make_batch(dictionary, sentences, length)
+    device = torch.device("cpu")
+    base = Generator(build_baseline(ns, dictionary), dictionary, device, torch.float32,
+                     beam=4, steps=length)  # fmt: skip
+    cand = Generator(build_candidate(ns, dictionary), dictionary, device, torch.float32,
+                     beam=4, steps=length)  # fmt: skip
+    original = GaussianMixture.post
+
+    def form(post: Callable | None) -> Callable[[], object]:
+        def run() -> object:
+            GaussianMixture.post = post or original
+            try:
+                return cand.run(batch)
+            finally:
+                GaussianMixture.post = original
+
+        return run
+
+    fns = {"baseline": lambda: base.run(batch)}
+    fns.update({name: form(post) for name, post in FORMS.items()})
+    times = interleaved(fns, device, warmup=1, repeats=repeats)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--row", default="zhang2021/table-2/our-method/base")
+    p.add_argument("--length", type=int, default=32)
+    p.add_argument("--sentences", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--repeats", type=int, default=7)
+    args = p.parse_args(argv)
+    print(describe(machine_info(torch.device("cpu"))), flush=True)
+    med = take_apart(args.row, args.length, args.sentences, args.repeats, args.vocab)
+    base = med["baseline"]
+    print(f"\n{args.row}, T = {args.length}, {args.sentences} sentences, beam 4\n")
+    print("| form | s per batch | − baseline, ms | speed ÷ baseline |\n|---|---|---|---|")
+    for name, seconds in med.items():
+        print(f"| {name} | {seconds:.3f} | {1e3 * (seconds - base):+.0f} | {base / seconds:.3f} |")
+    eq = med["full"] - med["+ predictors"]
+    print(f"\neq. 6 and 10-13 (full − predictors-only): {1e3 * eq:+.0f} ms per batch")
+    load = load_average()
+    print(f"load {load[0]:.1f} at the end" if load else "load unknown")
+
+
+if __name__ == "__main__":
+    main()

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from localnmt import config_files
 from localnmt.config_files import ConfigError, Key
-from localnmt.runs.recipes import dim_overrides
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,9 @@ class Sizing:
 
     def fairseq_args(self) -> list[str]:
         """fairseq-train overrides, given after the ``cpu`` recipe's arguments."""
+        # configs/recipes.yaml is read here, inside the quickstart's error handler, not at import
+        from localnmt.runs.recipes import dim_overrides
+
         return [
             *dim_overrides(self.embed_dim, self.ffn_dim, self.heads, self.layers),
             "--max-tokens", str(self.max_tokens),

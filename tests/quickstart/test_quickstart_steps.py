@@ -254,3 +254,30 @@ def test_broken_sizing_file_is_one_message_exit_2(monkeypatch, capsys) -> None:
     assert capsys.readouterr().err.strip() == (
         "quickstart: configs/quickstart.yaml: sizings.cpu: key 'lr' must be a number"
     )
+
+
+def test_broken_recipes_file_is_one_message_exit_2_before_any_work(tmp_path) -> None:
+    """configs/recipes.yaml is read inside the quickstart's error handler (not at import):
+    a bad value is one line and exit 2, and no workdir is made."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from localnmt import config_files
+
+    configs = tmp_path / "configs"
+    shutil.copytree(config_files.config_dir(), configs)
+    recipes = configs / "recipes.yaml"
+    text = recipes.read_text()
+    assert "    lr: 7.0e-4\n" in text
+    recipes.write_text(text.replace("    lr: 7.0e-4\n", "    lr: fast\n", 1))
+    env = {**os.environ, config_files.ENV_VAR: str(configs)}
+    workdir = tmp_path / "work"
+    done = subprocess.run([sys.executable, "-m", "localnmt.quickstart", "--workdir", str(workdir)],
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("quickstart:")]
+    assert errors == [f"quickstart: {recipes}: recipes.base: key 'lr' must be a number, "
+                      "got str 'fast'"]  # fmt: skip
+    assert "Traceback" not in done.stderr and not workdir.exists()

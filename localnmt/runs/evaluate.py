@@ -131,15 +131,18 @@ def evaluate_checkpoint(
     """Translate (unless ``translated`` gives :func:`translate`'s output), score and write
     ``hyp.txt``, ``ref.txt`` and ``scores.json``."""
     scoring = {k: kwargs.pop(k) for k in ("edges", "bootstrap_samples", "seed") if k in kwargs}
+    # the given files first: a missing or undecodable one stops before any translation
+    given_refs = read_lines(ref) if ref else None
+    given_sources = read_lines(src) if src else None
+    baseline = read_lines(baseline_hyp) if baseline_hyp else None
     if translated is None:
         out = translate(Path(data_bin), Path(checkpoint), Path(out_dir), **kwargs)
     else:
         out = translated
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     src_lang, tgt = infer_langs(Path(data_bin), kwargs.get("subset", "test"))
-    refs = read_lines(ref) if ref else out["ref_gen"]
-    sources = read_lines(src) if src else out["src_gen"]
-    baseline = read_lines(baseline_hyp) if baseline_hyp else None
+    refs = out["ref_gen"] if given_refs is None else given_refs
+    sources = out["src_gen"] if given_sources is None else given_sources
     result = score(out["hyp"], refs, tgt, sources=sources, source_lang=src_lang,
                    baseline_hyps=baseline, **scoring)  # fmt: skip
     result.update(
@@ -228,22 +231,25 @@ def main(argv: list[str] | None = None) -> None:
             p.error("give --data-bin and --checkpoint (or --average-dir), or --hyp")
         from localnmt.paths import resolve_user_dir
 
-        result = evaluate_checkpoint(
-            args.data_bin,
-            args.checkpoint,
-            args.out,
-            ref=args.ref,
-            src=args.src,
-            baseline_hyp=args.baseline_hyp,
-            subset=args.subset,
-            bpe=args.bpe,
-            detok=args.detok,
-            beam=args.beam,
-            lenpen=args.lenpen,
-            user_dir=resolve_user_dir(args.user_dir),
-            extra=extra,
-            **scoring,
-        )
+        try:
+            result = evaluate_checkpoint(
+                args.data_bin,
+                args.checkpoint,
+                args.out,
+                ref=args.ref,
+                src=args.src,
+                baseline_hyp=args.baseline_hyp,
+                subset=args.subset,
+                bpe=args.bpe,
+                detok=args.detok,
+                beam=args.beam,
+                lenpen=args.lenpen,
+                user_dir=resolve_user_dir(args.user_dir),
+                extra=extra,
+                **scoring,
+            )
+        except DataError as err:
+            p.error(str(err))
     print(summary(result))
 
 

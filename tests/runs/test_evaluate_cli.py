@@ -62,3 +62,15 @@ def test_unreadable_text_is_one_message_exit_2(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit) as err:
         ceiling.main(["--ref", str(tmp_path / "none.de"), "--lang", "de"])
     assert err.value.code == 2 and "missing input file" in capsys.readouterr().err
+
+
+def test_checkpoint_path_checks_given_files_before_translating(tmp_path, capsys, monkeypatch):
+    """With --checkpoint, a missing --ref is one message, exit 2, and nothing is translated."""
+    calls = []
+    monkeypatch.setattr(evaluate, "translate", lambda *a, **k: calls.append(a))
+    argv = ["--data-bin", str(tmp_path), "--checkpoint", str(tmp_path / "c.pt"),
+            "--ref", str(tmp_path / "none.de"), "--out", str(tmp_path / "out")]  # fmt: skip
+    with pytest.raises(SystemExit) as err:
+        evaluate.main(argv)
+    assert err.value.code == 2 and "missing input file" in capsys.readouterr().err
+    assert calls == []

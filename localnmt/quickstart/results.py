@@ -23,6 +23,7 @@ def translate_system(
 ) -> None:  # fmt: skip
     """Beam search (beam 4, length penalty 0.6) on the test set with the last checkpoint, then
     scoring against the raw references; a step that depends on the training step."""
+    from localnmt.data.metadata import post_processing
     from localnmt.runs.evaluate import evaluate_checkpoint
 
     out = run_dir / "eval"
@@ -35,7 +36,8 @@ def translate_system(
         log(f"{row['name']}: SacreBLEU {result['sacrebleu']['score']:.2f}")
 
     runner.run(f"translate.{row['name']}", translate, deps=(train_step,),
-               params={"ref": str(ref), "beam": 4, "lenpen": 0.6},
+               params={"ref": str(ref), "beam": 4, "lenpen": 0.6,
+                       "post_processing": list(post_processing(data_bin))},
                outputs=[out / "hyp.txt", out / "scores.json"])  # fmt: skip
 
 

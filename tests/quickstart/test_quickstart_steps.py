@@ -281,3 +281,29 @@ def test_broken_recipes_file_is_one_message_exit_2_before_any_work(tmp_path) -> 
     assert errors == [f"quickstart: {recipes}: recipes.base: key 'lr' must be a number, "
                       "got str 'fast'"]  # fmt: skip
     assert "Traceback" not in done.stderr and not workdir.exists()
+
+
+def test_translate_step_key_names_the_post_processing(tmp_path) -> None:
+    """The translation step's key holds the data-bin's resolved subword scheme and
+    detokeniser, so a data-bin that records other ones is scored again, not reused."""
+    from localnmt.data.metadata import FILENAME
+    from localnmt.quickstart.results import translate_system
+
+    seen = []
+
+    class Runner:
+        def run(self, name, fn, *, deps, params, outputs):
+            seen.append(params["post_processing"])
+
+    def key() -> list:
+        translate_system(Runner(), {"name": "x"}, tmp_path / "run", tmp_path, tmp_path / "r",
+                         tmp_path / "s", "train.x", None, print)  # fmt: skip
+        return seen[-1]
+
+    assert key() == ["subword_nmt", "moses"]
+    (tmp_path / FILENAME).write_text(json.dumps({
+        "src": "en", "tgt": "de", "tokenizer": {"en": "moses", "de": "none"},
+        "normalize": {"en": True, "de": False}, "bpe": "sentencepiece",
+        "bpe_model": {"en": "spm.model", "de": "spm.model"},
+    }))  # fmt: skip
+    assert key() == ["sentencepiece", "none"]

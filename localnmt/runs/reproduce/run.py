@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from localnmt.catalog.tasks import Task
+from localnmt.data.metadata import post_processing
 from localnmt.data.steps import StepRunner
 from localnmt.runs.reproduce.plan import Plan, References, ordered, prepare_data, row_size
 from localnmt.runs.reproduce.plan import separate_vocab as has_separate_vocab
@@ -92,7 +93,8 @@ def run_row(
     baseline_hyp = base_dir / "eval" / "hyp.txt" if base_dir else None
     params = {
         "train": trained.fingerprint, "average": args.average, "subset": plan.subset,
-        "bpe": args.bpe, "beam": args.beam, "lenpen": args.lenpen,
+        "post_processing": list(post_processing(Path(spec.data), args.bpe)),
+        "beam": args.beam, "lenpen": args.lenpen,
         "ref": _file_hash(refs.ref), "src": _file_hash(refs.src),
         "nist_refs": str(plan.refs) if plan.refs else None, "baseline": _file_hash(baseline_hyp),
     }  # fmt: skip

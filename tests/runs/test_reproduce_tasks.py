@@ -316,3 +316,20 @@ def test_paper_training_flags_at_paper_sizes_only(catalog, tmp_path, capsys):
     assert last("--warmup-updates") == "16000" and last("--adam-betas") == "(0.9,0.997)"
     assert last("--adam-eps") == "1e-09" and last("--lr") == "0.000349"
     assert tokens.count("--warmup-updates") == 2  # the recipe's 4000 first
+
+
+def test_glue_step_key_survives_a_moved_workdir(tmp_path) -> None:
+    """The GLUE steps' key (and the fingerprint that decides whether pre-training checkpoints
+    are resumed) writes paths under the workdir relative to it: the same after a move."""
+    from localnmt.runs.reproduce.run import portable_command
+
+    def cmd(root):
+        save = root / "glue" / "row" / "pretrain"
+        return ["x", "--data", str(root / "data" / "pretrain"), "--save-dir", str(save),
+                "--lr", "1e-4", "/elsewhere/data"]  # fmt: skip
+
+    old, new = tmp_path / "a", tmp_path / "b"
+    assert portable_command(cmd(old), old) == portable_command(cmd(new), new) == [
+        "x", "--data", "data/pretrain", "--save-dir", "glue/row/pretrain", "--lr", "1e-4",
+        "/elsewhere/data",
+    ]  # fmt: skip

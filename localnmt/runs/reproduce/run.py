@@ -164,6 +164,18 @@ def glue_step_key(step, run_dir: Path) -> str:
     return step.log.parent.relative_to(run_dir).as_posix().replace("/", "_")
 
 
+def portable_command(cmd: list[str], root: Path) -> list[str]:
+    """``cmd`` with every path under ``root`` written relative to it: the key of a GLUE step,
+    so that a moved workdir is still recognised (its checkpoints resumed, not set aside)."""
+    out = []
+    for arg in cmd:
+        path = Path(arg)
+        if path.is_absolute() and path.is_relative_to(root):
+            arg = path.relative_to(root).as_posix()
+        out.append(arg)
+    return out
+
+
 def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
     """Pre-train and fine-tune every row (Pande et al. Table 4); returns the results page.
     Each command is a step keyed by its command line (a changed setting reruns it and the
@@ -190,18 +202,19 @@ def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
         for step in glue.steps:
 
             key = glue_step_key(step, run_dir)
+            cmd = portable_command(step.cmd, Path(args.workdir).resolve())
 
-            def run(step=step, key=key, run_dir=run_dir) -> None:
+            def run(step=step, key=key, run_dir=run_dir, cmd=cmd) -> None:
                 # pre-training's first phase resumes any checkpoint_last.pt in its save dir:
                 # those of other settings are moved aside first
                 claim_checkpoints(step.save_dir, run_dir, run_dir / f"{key}.started.json",
-                                  fingerprint(step.cmd), step.cmd, log=print)  # fmt: skip
+                                  fingerprint(cmd), cmd, log=print)  # fmt: skip
                 print(f"  {step.name}: $", shlex.join(step.cmd), flush=True)
                 if run_logged(step.cmd, step.log, echo=False) != 0:
                     raise RuntimeError(f"{step.name} failed; see {step.log}")
 
             deps = () if key == "pretrain" else ("pretrain",)
-            runner.run(key, run, outputs=[step.output], params=step.cmd, deps=deps)
+            runner.run(key, run, outputs=[step.output], params=cmd, deps=deps)
         scores[row["name"]] = row_scores(glue)
         params[row["name"]] = read_train_log(glue.steps[0].log).params
     return glue_page(args, plan, baselines, scores, params, seconds=time.time() - start)

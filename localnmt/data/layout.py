@@ -24,5 +24,10 @@ def count_lines(data_bin: Path, subset: str, src: str, tgt: str) -> int:
     """Number of sentences of a binarised subset (from the source side's ``.idx`` header)."""
     from fairseq.data import data_utils
 
-    dataset = data_utils.load_indexed_dataset(str(Path(data_bin) / f"{subset}.{src}-{tgt}.{src}"))
+    prefix = Path(data_bin) / f"{subset}.{src}-{tgt}.{src}"
+    dataset = data_utils.load_indexed_dataset(str(prefix))
+    if dataset is None:  # fairseq returns None for a missing subset
+        from localnmt.data.steps import DataError
+
+        raise DataError(f"no binarised subset {prefix}.idx/.bin: prepare the data-bin again")
     return len(dataset)

@@ -119,7 +119,8 @@ def prepare_parallel(
     runner.run(
         "raw",
         lambda: copy_raw(inputs, raw_dir, log),
-        outputs=[raw_dir / f"{s}.{lang}" for s in inputs for lang in (src, tgt)],
+        outputs=[raw_dir / "sources.json", *(raw_dir / f"{s}.{lang}" for s in inputs
+                                              for lang in (src, tgt))],  # fmt: skip
         params={"inputs": stats},
     )
     cfg = ProcessConfig(

@@ -16,6 +16,7 @@ This module imports only the standard library and PyYAML.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -29,8 +30,8 @@ ENV_VAR = "LOCALNMT_CONFIGS"
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """A safe loader that reads ``7e-4`` as a number, as YAML 1.2 does (PyYAML follows YAML
-    1.1, where a float needs a dot: ``7e-4`` would be the string "7e-4")."""
+    """A safe loader that also reads an exponent without a dot (``7e-4``) as a number; PyYAML
+    follows YAML 1.1, where a float needs a dot (``7e-4`` would be the string "7e-4")."""
 
 
 _Loader.add_implicit_resolver(
@@ -105,6 +106,8 @@ def _is(value: Any, types: type | tuple[type, ...]) -> bool:
         return bool in types
     if isinstance(value, int) and float in types:
         return True
+    if isinstance(value, float) and not math.isfinite(value):  # .inf, .nan, 1e999
+        return False
     return isinstance(value, types)
 
 

@@ -52,6 +52,7 @@ SCHEMA = {
         ({"name": "n", "steps": 1.5}, "key 'steps' must be an integer, got float 1.5"),
         ({"name": "n", "steps": True}, "key 'steps' must be an integer, got bool True"),
         ({"name": "n", "rate": "1e-4"}, "key 'rate' must be a number, got str '1e-4'"),
+        ({"name": "n", "rate": 1e999}, "key 'rate' must be a number, got float inf"),
         ({"name": "n", "on": 1}, "key 'on' must be true/false, got int 1"),
         ({"name": "n", "flags": ["--a", 3]},
          "key 'flags', item 1: must be a string, got int 3 (quote it)"),
@@ -72,7 +73,8 @@ def test_check_passes_good_values_and_widens_ints_to_floats():
 
 
 def test_exponents_without_a_dot_are_numbers(tmp_path):
-    """YAML 1.1 (PyYAML) reads ``7e-4`` as text; the loader reads it as YAML 1.2 does."""
+    """YAML 1.1 (PyYAML) reads ``7e-4`` as text; the loader reads an exponent without a dot
+    as a number."""
     path = tmp_path / "c.yaml"
     path.write_text("a: 7e-4\nb: 7.0e-4\nc: -1E+3\nd: e5\ne: 12\n")
     assert config_files.read_yaml(path) == {"a": 7e-4, "b": 7e-4, "c": -1000.0, "d": "e5", "e": 12}

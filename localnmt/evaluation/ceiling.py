@@ -29,9 +29,11 @@ def round_trip(refs: Sequence[str], lang: str, normalize: bool = True) -> list[s
     return [detokenize(tokenize(r), lang) for r in refs]
 
 
-def ceiling(refs: Sequence[str], lang: str, normalize: bool = True) -> BleuResult:
-    """SacreBLEU of :func:`round_trip` against the raw references."""
-    return sacrebleu_score(round_trip(refs, lang, normalize), refs, lang)
+def ceiling(refs: Sequence[str], lang: str, normalize: bool = True) -> tuple[BleuResult, int]:
+    """SacreBLEU of :func:`round_trip` against the raw references, and how many lines the
+    round trip changed."""
+    trip = round_trip(refs, lang, normalize)
+    return sacrebleu_score(trip, refs, lang), sum(h != r for h, r in zip(trip, refs))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,9 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as err:
         p.error(str(err))
     for normalize in (True, False):
-        trip = round_trip(refs, args.lang, normalize)
-        result = sacrebleu_score(trip, refs, args.lang)
-        changed = sum(h != r for h, r in zip(trip, refs))
+        result, changed = ceiling(refs, args.lang, normalize)
         print(f"{'normalised  ' if normalize else 'unnormalised'} ceiling {result.score:.2f} "
               f"({changed} of {len(refs)} lines changed; {result.signature})")  # fmt: skip
     return 0

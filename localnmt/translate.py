@@ -25,6 +25,7 @@ from localnmt.data.bpe import segmenter
 from localnmt.data.metadata import DataInfo, read_metadata
 from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenizer_for
+from localnmt.data.validate import decode_lines
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines
 
@@ -88,12 +89,6 @@ def translate_lines(
     return out
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines separated by ``\\n`` only (a U+2028 inside a sentence does not split it)."""
-    lines = [line.rstrip("\r") for line in text.split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point: exit 0, or 2 with one message."""
     p = argparse.ArgumentParser(prog="localnmt-translate", description=__doc__,
@@ -111,12 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)  # fmt: skip
     try:
         info = read_metadata(args.data_bin)
-        if args.input == "-":
-            lines = split_lines(sys.stdin.read())
-        elif Path(args.input).is_file():
-            lines = read_lines(Path(args.input))
+        if args.input == "-":  # the same checked decoding as a file (lines end at \n only)
+            lines = list(decode_lines(sys.stdin.buffer, "<stdin>"))
         else:
-            raise DataError(f"input file not found: {args.input}")
+            lines = read_lines(Path(args.input))
         hub = load(args.data_bin, args.path, args.cpu)
         out = translate_lines(hub, lines, info, beam=args.beam, lenpen=args.lenpen,
                               max_tokens=args.max_tokens)  # fmt: skip

@@ -52,7 +52,7 @@ def test_same_as_fairseq_generate_on_the_test_subset(trained, tmp_path, capsys):
 def test_stdin_empty_lines_and_errors(trained, monkeypatch, capsys, tmp_path):
     data_bin, ckpt = trained
     text = "s1 s2 s3.\n\ns4 s5.\n"
-    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
     assert translate.main(["--data-bin", str(data_bin), "--path", str(ckpt), "--cpu"]) == 0
     out = capsys.readouterr().out.split("\n")
     assert len(out) == 4 and out[1] == "" and out[0] and out[2] and out[3] == ""
@@ -63,4 +63,7 @@ def test_stdin_empty_lines_and_errors(trained, monkeypatch, capsys, tmp_path):
     assert "checkpoint not found" in capsys.readouterr().err
     missing = ["--data-bin", str(data_bin), "--path", str(ckpt), "--input", str(Path("nope"))]
     assert translate.main(missing) == 2
-    assert "input file not found: nope" in capsys.readouterr().err
+    assert "missing input file: nope" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"ok\nschl\xfcssel\n")))
+    assert translate.main(["--data-bin", str(data_bin), "--path", str(ckpt), "--cpu"]) == 2
+    assert "<stdin>:2: invalid UTF-8" in capsys.readouterr().err

@@ -6,6 +6,7 @@ import gzip
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from localnmt.data.steps import DataError
 
@@ -19,21 +20,28 @@ def iter_lines_checked(path: Path) -> Iterator[str]:
     opener = gzip.open if path.suffix == ".gz" else open
     if path.suffix == ".gz" and path.stat().st_size == 0:
         raise DataError(f"{path}: empty gzip file (truncated download?)")
-    lineno = 0
+    lines = 0
     try:
         with opener(path, "rb") as f:
-            for lineno, raw in enumerate(f, start=1):  # noqa: B007
-                try:
-                    yield raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as e:
-                    raise DataError(
-                        f"{path}:{lineno}: invalid UTF-8 (byte {e.start} of the line: "
-                        f"{raw[max(0, e.start - 10) : e.start + 10]!r})"
-                    ) from None
+            for lines, line in enumerate(decode_lines(f, path), start=1):  # noqa: B007
+                yield line
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise DataError(
-            f"{path}: truncated or corrupt gzip after line {lineno} ({e}); download it again"
+            f"{path}: truncated or corrupt gzip after line {lines} ({e}); download it again"
         ) from None
+
+
+def decode_lines(stream: BinaryIO, name: object) -> Iterator[str]:
+    """Decoded lines (without ``\r\n``) of a binary stream, e.g. ``sys.stdin.buffer``;
+    DataError naming ``name`` and the line on invalid UTF-8."""
+    for lineno, raw in enumerate(stream, start=1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise DataError(
+                f"{name}:{lineno}: invalid UTF-8 (byte {e.start} of the line: "
+                f"{raw[max(0, e.start - 10) : e.start + 10]!r})"
+            ) from None
 
 
 def count_lines_checked(path: Path) -> int:

@@ -19,6 +19,7 @@ how many sentences, words and subword tokens the scores cover.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,27 +100,46 @@ class Coverage:
                 f"({self.words} words, {self.tokens} subword tokens)")  # fmt: skip
 
 
+class Treebank:
+    """The sentences of a CoNLL-U file (all, or the first ``limit``) as the analyses read them:
+    encoded with the model's dictionary (``bpe``: the file of their BPE lines, or None), with
+    their relation sets; :meth:`coverage` counts what was read so far."""
+
+    def __init__(self, conllu: str, bpe: str | None = None, limit: int = 0):
+        self.every = read_conllu(conllu)
+        if not self.every:
+            raise ValueError(f"{conllu}: no sentences")
+        self.sentences = self.every[: limit or None]
+        self.bpe = bpe
+        self.used = self.words = self.tokens = 0
+
+    def encoded(self, task: Any) -> Iterator[tuple[Tensor, RelationSets]]:
+        """``(token ids, relation sets)`` of each sentence, in file order."""
+        lines = read_bpe(self.bpe, len(self.sentences))
+        for sentence, line in zip(self.sentences, lines, strict=True):
+            ids, spans = encode(task, sentence.words, line)
+            yield ids, relation_sets(sentence, spans, ids.numel())
+            self.used += 1
+            self.words += len(sentence.words)
+            self.tokens += ids.numel() - 1  # without the end-of-sentence token
+
+    def coverage(self) -> Coverage:
+        return Coverage(self.used, len(self.every), self.words, self.tokens)
+
+
 def locality_bias(
     model: Any, task: Any, conllu: str, bpe: str | None = None, limit: int = 0
 ) -> tuple[Tensor, Tensor, Coverage]:
     """``(locality, syntactic)`` bias, each ``(layers, heads)``, averaged over sentences (all
     of the file, or the first ``limit``), and the :class:`Coverage` of that average."""
-    everything = read_conllu(conllu)
-    if not everything:
-        raise ValueError(f"{conllu}: no sentences")
-    sentences = everything[: limit or None]
+    treebank = Treebank(conllu, bpe, limit)
     local_all, syn_all = [], []
-    words = tokens = 0
-    for sentence, line in zip(sentences, read_bpe(bpe, len(sentences)), strict=True):
-        ids, spans = encode(task, sentence.words, line)
-        sets = relation_sets(sentence, spans, ids.numel())
+    for ids, sets in treebank.encoded(task):
         local, syn = sentence_scores(encoder_attention(model, ids), sets)
         local_all.append(local)
         syn_all.append(syn)
-        words += len(sentence.words)
-        tokens += ids.numel() - 1
-    coverage = Coverage(len(sentences), len(everything), words, tokens)
-    return torch.stack(local_all).nanmean(0), torch.stack(syn_all).nanmean(0), coverage
+    local, syn = torch.stack(local_all).nanmean(0), torch.stack(syn_all).nanmean(0)
+    return local, syn, treebank.coverage()
 
 
 def fractions_above(scores: Tensor, thresholds=THRESHOLDS) -> list[float]:

@@ -54,8 +54,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.analysis.conllu import RelationSets, read_bpe, read_conllu, relation_sets
-from localnmt.analysis.locality_bias import Coverage, encode, load_model
+from localnmt.analysis.conllu import RelationSets
+from localnmt.analysis.locality_bias import Coverage, Treebank, load_model
 from localnmt.attention import LocalAttention
 from localnmt.attention.methods.head_masks import LocalHeads, LocalHeadsRenorm
 from localnmt.attention.methods.tied_qk import TiedQK
@@ -372,15 +372,9 @@ def sensitivity(
                 logger.info(
                     "layer %d: structured Jacobian not applicable (%s): chunked", number, reason
                 )
-    every = read_conllu(conllu)
-    if not every:
-        raise ValueError(f"{conllu}: no sentences")
-    sentences = every[: limit or None]
-    words = pieces = 0
+    treebank = Treebank(conllu, bpe, limit)
     results = []
-    for sentence, line in zip(sentences, read_bpe(bpe, len(sentences)), strict=True):
-        tokens, spans = encode(task, sentence.words, line)
-        sets = relation_sets(sentence, spans, tokens.numel())
+    for tokens, sets in treebank.encoded(task):
         inputs = layer_inputs(model, tokens)
         results.append(
             [
@@ -388,9 +382,7 @@ def sensitivity(
                 for layer, x in zip(model.encoder.layers, inputs, strict=True)
             ]
         )
-        words += len(sentence.words)
-        pieces += tokens.numel() - 1
-    return results, Coverage(len(results), len(every), words, pieces)
+    return results, treebank.coverage()
 
 
 def write_outputs(results: list[list[dict[str, float]]], out: Path) -> str:

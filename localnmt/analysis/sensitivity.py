@@ -36,10 +36,10 @@ vector–Jacobian products (``torch.func.vmap``), ``T·C`` of them, in chunks wi
 ``--memory-mb``. ``--method reference``: the first, all-at-once implementation (``T²·C²``
 floats). The three give the same numbers to float32 precision (tests: ≤ 1e-5 relative; the
 structured form reads the recorded float32 probabilities). ``python -m bench.sensitivity``
-times the three side by side (speed-ups of 40–500× for structured over chunked at T = 10–25
-on a 2-core CPU; the figures with their machine are in the bench's output). The chunked
-method's memory is not bounded by ``--memory-mb`` at 512 dims: its peak grows about as T²
-(its per-product estimate is low), so use it only on short sentences.
+times the three side by side and prints the process's peak memory. The chunked method's chunk
+size comes from a rough per-product estimate (:func:`_bytes_per_product`) that no test checks
+against measured memory, so ``--memory-mb`` steers it rather than bounding it; ``chunked`` is
+for short sentences and cross-checks.
 """
 
 from __future__ import annotations
@@ -105,8 +105,8 @@ def jacobian_norms(
     ``method="chunked"``: one forward, then the ``T·C`` vector–Jacobian products (one per
     output coordinate ``Y[i, c]``) batched with ``torch.func.vmap`` in chunks sized to
     ``memory_mb``; each chunk's rows ``∂Y[i, c]/∂X`` are squared and summed into ``β²[i, :]``
-    at once (the chunk size follows an estimate that is low at 512 dims: see the module
-    docstring). ``method="reference"``: the full Jacobian
+    at once (the chunk size follows a rough estimate: see the module docstring).
+    ``method="reference"``: the full Jacobian
     at once (``torch.autograd.functional.jacobian``), ``T²·C²`` floats."""
     if method not in METHODS:
         raise ValueError(f"method={method!r}: use one of {', '.join(METHODS)}")
@@ -443,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         "--memory-mb",
         type=int,
         default=MEMORY_MB,
-        help="budget of one chunk (MiB): of query rows (structured) or of VJPs (chunked)",
+        help="target size of one chunk (MiB): of query rows (structured) or of VJPs "
+        "(chunked, from a rough estimate)",
     )
     parser.add_argument("--out", default="analysis", help="output folder")
     args = parser.parse_args(argv)

@@ -53,8 +53,9 @@ EXP_CLAMP = 8.0
 #: smallest normal number. torch's vectorised CPU exp takes a slow path below it: 115 µs for a
 #: (32, 8, 1, 4, 32) decoding-step tensor with a third of its exponents there, 33 µs clamped
 #: (one thread of the 2-core CPU, ``python -m bench.threads``). Such terms come with
-#: concentrated components (small σ, long sources); a term that small is 0 to every later
-#: sum, and β moves by at most K·1.6e-38 (its gradient likewise).
+#: concentrated components (small σ, long sources). A clamped term is e^-87 instead of
+#: smaller: β moves by at most K·1.6e-38, and the backward (which recomputes the terms)
+#: gives such a term a gradient of e^-87·z/σ instead of about 0.
 EXP_FLOOR = -87.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 

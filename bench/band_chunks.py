@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
+from bench import band_attention
 from bench.attention_layer import MethodEntry, build_layer, fwd_bwd, make_inputs
 from bench.machine import describe, machine_info
 from bench.measure import peak_memory
@@ -48,13 +48,8 @@ def fresh_and_reused_ms(megabytes: int, repeats: int) -> tuple[float, float]:
 
 def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list[dict]:
     """Per chunk size (MiB): kernel and layer time ratios and layer peak memory."""
-    heads, dim = 8, 64
-    gen = torch.Generator().manual_seed(length)
-    q, k, v = (
-        (torch.randn(batch, heads, length, dim, generator=gen) / dim**0.25).requires_grad_()
-        for _ in range(3)
-    )
-    half = torch.full((heads,), 5)
+    heads, dim, window = 8, 64, 11
+    q, k, v = band_attention.inputs(length, batch, heads, dim)
     layers = {
         name: fwd_bwd(
             build_layer(MethodEntry("encoder_self", name), heads * dim, heads, 2 * length),
@@ -63,7 +58,7 @@ def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list
         for name in ("plain", "csan_1d", "csan_2d")
     }
     steps: dict[str, Callable[[], None]] = {
-        "dense": lambda: F.scaled_dot_product_attention(q, k, v).sum().backward(),
+        "dense": lambda: band_attention.dense_step(q, k, v, window),
         "plain": layers["plain"],
     }
 
@@ -75,10 +70,8 @@ def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list
         return run
 
     for mib in sizes:
-        steps[f"band_1d/{mib}"] = sized(mib, lambda: band.band_attention(q, k, v, half, half)
-                                        .sum().backward())  # fmt: skip
-        steps[f"band_2d/{mib}"] = sized(mib, lambda: band.band_attention(q, k, v, half, half,
-                                        area=1).sum().backward())  # fmt: skip
+        steps[f"band_1d/{mib}"] = sized(mib, lambda: band_attention.band_step(q, k, v, window))
+        steps[f"band_2d/{mib}"] = sized(mib, lambda: band_attention.band2d_step(q, k, v, window))
         steps[f"csan_1d/{mib}"] = sized(mib, layers["csan_1d"])
         steps[f"csan_2d/{mib}"] = sized(mib, layers["csan_2d"])
     default = band.CHUNK_BYTES

@@ -1,6 +1,6 @@
 """localnmt: every published way of making Transformer attention local, as a fairseq plugin."""
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 # The one place where the fairseq build is chosen (see README, "Why this fairseq build").
 # fairseq==0.12.2 does not import on Python 3.11; ve-fairseq 0.12.3 is a cp311 binary wheel of
@@ -17,6 +17,16 @@ setup(
     packages=[*find_packages(include=["localnmt", "localnmt.*"]), "localnmt.configs"],
     package_dir={"localnmt.configs": "configs"},
     package_data={"localnmt.configs": ["*.yaml"]},
+    # GMM cross-attention's decoding step fused in C (localnmt/attention/fast/gmm_step.py).
+    # Optional: where it does not build (no C compiler), the same numbers come from torch ops.
+    ext_modules=[
+        Extension(
+            "localnmt._gmm_step",
+            ["localnmt/csrc/gmm_step.c"],
+            extra_compile_args=["-O3", "-fno-trapping-math"],
+            optional=True,
+        )
+    ],
     python_requires=">=3.10",
     install_requires=[
         "torch>=2.0",

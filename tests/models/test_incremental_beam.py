@@ -74,12 +74,13 @@ def _beam(model, d, sample: dict, incremental: bool) -> list:
     ids=["gmm", "gmm-norm", "synthesis", "rel-pos"],
 )
 def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monkeypatch):
+    from localnmt.attention.fast import gmm_step
     from localnmt.attention.methods.gmm import GaussianMixture
     from localnmt.attention.methods.rel_pos import RelativePosition
 
     model, d = _build(arch, extra)
     sample = _sample(d, [9, 6, 3], 9)
-    shortcuts = {"source cached": 0, "step buckets": 0}
+    shortcuts = {"source cached": 0, "step buckets": 0, "fused C step": 0}
 
     def counted(cls, name: str, label: str, hit) -> None:
         original = getattr(cls, name)
@@ -93,6 +94,7 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
 
     counted(GaussianMixture, "get_source_state", "source cached", lambda r: r is not None)
     counted(RelativePosition, "step_buckets", "step buckets", lambda r: r is not None)
+    counted(gmm_step, "mixture_post", "fused C step", lambda r: r is not None)
     fast = _beam(model, d, sample, True)
     taken = dict(shortcuts)
     reference = _beam(model, d, sample, False)
@@ -104,4 +106,6 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
     # the steps took the shortcuts this test is about (and the reference did not)
     assert max(len(h[0]["tokens"]) for h in fast) > 3 + 1  # beyond the clip distance
     assert taken["step buckets" if extra else "source cached"] > 0
+    # the paper's variant decodes through the fused C step where it is built (fast/gmm_step.py)
+    assert (taken["fused C step"] > 0) == (arch == "zhang2021_gmm_base" and gmm_step.ENABLED)
     assert shortcuts == taken

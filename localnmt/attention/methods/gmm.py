@@ -43,6 +43,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from localnmt.attention.context import AttentionContext, AttentionSite
+from localnmt.attention.fast import gmm_step
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 from localnmt.attention.record import tensor_field
 
@@ -296,6 +297,12 @@ class GaussianMixture(AttentionModifier):
         if options.fusion == "gate":
             outs["gate"] = 1
         self.predictors = PredictorBank(dim, outs)
+        self._step_layout = (  # the fused decoding step (fast/gmm_step.py) covers eq. 10-12
+            gmm_step.OutputLayout.of(self.predictors.names, self.predictors.outs, k,
+                                     options.fusion, options.sigma_min)
+            if options.variant == "approx"
+            else None
+        )  # fmt: skip
 
     # ---- eq. 7-12 and Table 1 -------------------------------------------------------------
     def mixture_params(
@@ -381,6 +388,11 @@ class GaussianMixture(AttentionModifier):
         bank = self.predictors
         scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
         outputs = bank.outputs(ctx.q, scale, reuse=ctx.incremental)
+        if ctx.incremental and self._step_layout is not None and not ctx.recording:
+            layout = self._step_layout  # eq. 6 and 10-13 in one C call (fast/gmm_step.py)
+            fused = gmm_step.mixture_post(layout, outputs, probs, positions, length, real)
+            if fused is not None:
+                return fused
         raw = bank.split(outputs)
         fusion = self.options.fusion
         squashed = None  # μ̂, σ̂ (approx / norm) and the gate go through one sigmoid

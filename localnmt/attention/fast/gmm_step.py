@@ -1,0 +1,99 @@
+"""GMM cross-attention's decoding step after the predictors, fused in C (eq. 6, 10-13).
+
+In beam search a step of Gaussian mixture cross-attention works on ``(B·beam, H, 1, ·)``
+tensors: the ~25 torch ops of :meth:`GaussianMixture.post` after the predictors (sigmoids,
+log-softmax, eq. 11-12 on ``(…, K)`` values, the ``(…, K, Tk)`` terms of eq. 6, the gate)
+each cost more in dispatch than in arithmetic. :func:`mixture_post` computes the same
+numbers in one pass per row (``localnmt/csrc/gmm_step.c``, built by ``setup.py`` as the
+optional extension ``localnmt._gmm_step``), for the ``approx`` variant (the paper's method)
+with any ``share``/``fusion``, float32 on the CPU, without autograd.
+
+It declines (returns None, and the torch ops run) anything else, or when the extension was
+not built. It differs from the torch ops only by the rounding of exp and log (tests: to 2e-6
+relative, and the same beam-search hypotheses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+try:
+    from localnmt import _gmm_step
+except ImportError:  # no C compiler at install time: the torch ops run
+    _gmm_step = None
+
+#: Switch for tests and benchmarks (False: always the torch ops).
+ENABLED = _gmm_step is not None
+#: The C code keeps K parameters per row on the stack.
+MAX_K = 64
+
+_FUSION = {"gate": 0, "average": 1, "gmm": 2}
+
+
+@dataclass(frozen=True)
+class OutputLayout:
+    """Where each predictor's columns sit in :meth:`PredictorBank.outputs` (-1: absent)."""
+
+    k: int
+    mu_col: int
+    mu_n: int
+    sigma_col: int
+    sigma_n: int
+    omega_col: int
+    gate_col: int
+    fusion: int
+    sigma_min: float
+
+    @classmethod
+    def of(cls, names: tuple[str, ...], outs: tuple[int, ...], k: int, fusion: str,
+           sigma_min: float) -> OutputLayout:  # fmt: skip
+        starts = dict(zip(names, (sum(outs[:i]) for i in range(len(outs)))))
+        widths = dict(zip(names, outs))
+        return cls(
+            k=k,
+            mu_col=starts["mu"],
+            mu_n=widths["mu"],
+            sigma_col=starts["sigma"],
+            sigma_n=widths["sigma"],
+            omega_col=starts.get("omega", -1),
+            gate_col=starts.get("gate", -1),
+            fusion=_FUSION[fusion],
+            sigma_min=sigma_min,
+        )
+
+    @property
+    def fixed_gate(self) -> float:
+        return 0.5 if self.fusion == _FUSION["average"] else 1.0
+
+
+def mixture_post(layout: OutputLayout, outputs: Tensor, probs: Tensor, positions: Tensor,
+                 length: Tensor, real: Tensor | None) -> Tensor | None:  # fmt: skip
+    """γ of eq. 13 ``(B, H, 1, Tk)`` from the raw predictor ``outputs`` ``(B, H, 1, C)`` and
+    the softmax ``probs`` ``(B, H, 1, Tk)`` of one decoding step; ``positions`` j ``(B, Tk)``,
+    ``length`` J ``(B, 1, 1, 1)``, ``real`` ``(B, Tk)`` bool or None. None where declined."""
+    if not ENABLED or layout.k > MAX_K:
+        return None
+    if torch.is_grad_enabled() and (outputs.requires_grad or probs.requires_grad):
+        return None
+    tensors = (outputs, probs, positions, length)
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
+        return None
+    batch, heads, tq, tk = probs.shape
+    if tq != 1 or length.numel() != batch or positions.shape != (batch, tk):
+        return None
+    outputs, probs = outputs.contiguous(), probs.contiguous()
+    positions, length = positions.contiguous(), length.contiguous()
+    if real is not None:
+        real = real.contiguous()
+    out = torch.empty_like(probs)
+    _gmm_step.mixture_post(
+        out.data_ptr(), outputs.data_ptr(), probs.data_ptr(), positions.data_ptr(),
+        length.data_ptr(), 0 if real is None else real.data_ptr(),
+        batch, heads, tk, outputs.size(-1), layout.k, layout.mu_col, layout.mu_n,
+        layout.sigma_col, layout.sigma_n, layout.omega_col, layout.gate_col, layout.fusion,
+        layout.sigma_min, layout.fixed_gate,
+    )  # fmt: skip
+    return out

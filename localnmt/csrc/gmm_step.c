@@ -1,0 +1,272 @@
+/* Gaussian mixture cross-attention after the predictors, fused (Zhang & Feng 2021, eq. 6 and
+ * 10-13, variant "approx"), float32, for inference: one pass per row instead of ~25 torch ops.
+ *
+ * Python wrapper and the conditions it is used under: localnmt/attention/fast/gmm_step.py.
+ * The eager path in localnmt/attention/methods/gmm.py is the reference; this file follows its
+ * arithmetic operation by operation (same order, same constants), so the two differ only by
+ * the rounding of exp/log (a few units in the last place).
+ *
+ * Built by setup.py with -O3 -fno-trapping-math (the clamps below become vector selects, so the
+ * eq. 6 loop vectorises; no result changes).
+ *
+ * Per row r = (b, h, i), with raw predictor outputs x and s = sigmoid(x):
+ *   log w_k = log_softmax(x_omega)_k            (eq. 10; -log K without an omega predictor)
+ *   mu_k    = J * s_mu_k                        (eq. 11)
+ *   sigma_k = max(min(J/2 * s_sigma_k, min(mu_k, J - mu_k)) / 3, sigma_min)   (eq. 12)
+ *   c_k     = log w_k - (log sigma_k + log sqrt(2 pi))                        (log w/Z)
+ *   beta_j  = sum_k exp(max(c_k - z^2/2, -87)),  z = (j - mu_k) / sigma_k      (eq. 6)
+ *   beta_j  = 0 at padded keys
+ *   out_j   = lerp(alpha_j, beta_j, g)          (eq. 13; g = sigmoid(x_gate), 0.5 or beta only)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXP_FLOOR (-87.0f)
+#define HALF_LOG_2PI 0.91893853320467274178f
+#define MAX_K 64
+
+/* exp for float32 as plain arithmetic (Cephes' expf: range reduction by ln 2, degree-6
+ * polynomial, 2^n through the exponent bits), so that a loop over it vectorises. Relative error
+ * about 1e-7 over the argument range used here, [-87, 0]. FLOOR: floor(x) for the range
+ * reduction (x86-64's baseline SSE2 has no vector floor, so its version rounds by hand). */
+#define DEFINE_EXP(NAME, FLOOR)                                                                \
+    static inline __attribute__((always_inline)) float NAME(float x) {                         \
+        x = x < -87.3f ? -87.3f : x;                                                           \
+        x = x > 88.3f ? 88.3f : x;                                                             \
+        float n = FLOOR(x * 1.44269504088896341f + 0.5f);                                       \
+        float r = x - n * 0.693359375f;                                                        \
+        r = r - n * -2.12194440e-4f;                                                           \
+        float r2 = r * r;                                                                      \
+        float p = 1.9875691500e-4f;                                                            \
+        p = p * r + 1.3981999507e-3f;                                                          \
+        p = p * r + 8.3334519073e-3f;                                                          \
+        p = p * r + 4.1665795894e-2f;                                                          \
+        p = p * r + 1.6666665459e-1f;                                                          \
+        p = p * r + 5.0000001201e-1f;                                                          \
+        p = p * r2 + r + 1.0f;                                                                 \
+        int32_t bits = ((int32_t)n + 127) << 23; /* 2^n, n in [-126, 128] */                   \
+        float scale;                                                                           \
+        memcpy(&scale, &bits, sizeof scale);                                                   \
+        return p * scale;                                                                      \
+    }
+
+static inline __attribute__((always_inline)) float floor_by_hand(float x) {
+    float n = (float)(int32_t)x;
+    return n > x ? n - 1.0f : n;
+}
+
+DEFINE_EXP(exp_sse2, floor_by_hand)
+DEFINE_EXP(exp_floor, __builtin_floorf)
+
+static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* torch.lerp's two-sided formula (exact at weight 0 and 1). */
+static inline float lerp(float start, float end, float weight) {
+    return fabsf(weight) < 0.5f ? start + weight * (end - start)
+                                : end - (end - start) * (1.0f - weight);
+}
+
+typedef struct {
+    int k, mu_col, mu_n, sigma_col, sigma_n, omega_col, gate_col, fusion;
+    float sigma_min, fixed_gate;
+} Layout;
+
+/* c, mu, sigma of one row's K components and its gate (eq. 10-12, 14). */
+static void row_params(const float *x, float length, const Layout *L, float *c, float *mu,
+                       float *sigma, float *gate) {
+    int k = L->k;
+    float log_w[MAX_K];
+    if (L->omega_col >= 0) {
+        const float *w = x + L->omega_col;
+        float top = w[0];
+        for (int i = 1; i < k; i++) top = w[i] > top ? w[i] : top;
+        float total = 0.0f;
+        for (int i = 0; i < k; i++) total += expf(w[i] - top);
+        float log_total = logf(total);
+        for (int i = 0; i < k; i++) log_w[i] = w[i] - top - log_total;
+    } else {
+        float uniform = -logf((float)k);
+        for (int i = 0; i < k; i++) log_w[i] = uniform;
+    }
+    float half_length = 0.5f * length;
+    for (int i = 0; i < k; i++) {
+        float s_mu = sigmoid(x[L->mu_col + (L->mu_n == 1 ? 0 : i)]);
+        float s_sigma = sigmoid(x[L->sigma_col + (L->sigma_n == 1 ? 0 : i)]);
+        float m = length * s_mu;
+        float rest = length - m;
+        float nearer = m < rest ? m : rest;
+        float wide = half_length * s_sigma;
+        float s = (wide < nearer ? wide : nearer) / 3.0f;
+        s = s < L->sigma_min ? L->sigma_min : s;
+        mu[i] = m;
+        sigma[i] = s;
+        c[i] = log_w[i] - (logf(s) + HALF_LOG_2PI);
+    }
+    *gate = L->gate_col >= 0 ? sigmoid(x[L->gate_col]) : L->fixed_gate;
+}
+
+/* beta (eq. 6) of one row into acc[0..tk): one loop over the keys per component, vectorised,
+ * in three builds chosen at import by the CPU (AVX-512, AVX2 + FMA, or x86-64's baseline). */
+#define DEFINE_MIXTURE(NAME, EXP, TARGET)                                                      \
+    TARGET static void NAME(const float *restrict pos, int tk, int k, const float *c,          \
+                            const float *mu, const float *sigma, float *restrict acc) {        \
+        for (int j = 0; j < tk; j++) acc[j] = 0.0f;                                            \
+        for (int i = 0; i < k; i++) {                                                          \
+            float ci = c[i], mi = mu[i], si = sigma[i];                                        \
+            for (int j = 0; j < tk; j++) {                                                     \
+                float z = (pos[j] - mi) / si;                                                  \
+                float e = ci + (-0.5f * z) * z;                                                \
+                e = e < EXP_FLOOR ? EXP_FLOOR : e;                                             \
+                acc[j] += EXP(e);                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+typedef void (*MixtureFn)(const float *, int, int, const float *, const float *, const float *,
+                          float *);
+
+typedef struct {
+    const char *name;
+    MixtureFn fn;
+    int supported;
+} Build;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+DEFINE_MIXTURE(mixture_baseline, exp_sse2, )
+DEFINE_MIXTURE(mixture_avx2, exp_floor, __attribute__((target("avx2,fma"))))
+DEFINE_MIXTURE(mixture_avx512, exp_floor, __attribute__((target("avx512f,avx2,fma"))))
+
+static Build builds[] = {{"avx512", mixture_avx512, 0}, {"avx2", mixture_avx2, 0},
+                         {"baseline", mixture_baseline, 1}};
+
+static void detect_builds(void) {
+    __builtin_cpu_init();
+    builds[0].supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("fma");
+    builds[1].supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+DEFINE_MIXTURE(mixture_baseline, exp_floor, )
+static Build builds[] = {{"baseline", mixture_baseline, 1}};
+static void detect_builds(void) {}
+#endif
+#define N_BUILDS ((int)(sizeof builds / sizeof builds[0]))
+
+static MixtureFn row_mixture;
+static const char *row_mixture_name;
+
+/* use(name): run the eq. 6 loop of that build (tests run each one the CPU supports). */
+static PyObject *use(PyObject *self, PyObject *args) {
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
+    for (int i = 0; i < N_BUILDS; i++)
+        if (builds[i].supported && strcmp(builds[i].name, name) == 0) {
+            row_mixture = builds[i].fn;
+            row_mixture_name = builds[i].name;
+            Py_RETURN_NONE;
+        }
+    PyErr_Format(PyExc_ValueError, "build '%s' is not available on this CPU", name);
+    return NULL;
+}
+
+/* builds(): the names of the builds this CPU can run, fastest first; the first is in use. */
+static PyObject *supported_builds(PyObject *self, PyObject *noargs) {
+    PyObject *names = PyList_New(0);
+    if (names == NULL) return NULL;
+    for (int i = 0; i < N_BUILDS; i++) {
+        if (!builds[i].supported) continue;
+        PyObject *name = PyUnicode_FromString(builds[i].name);
+        if (name == NULL || PyList_Append(names, name) < 0) {
+            Py_XDECREF(name);
+            Py_DECREF(names);
+            return NULL;
+        }
+        Py_DECREF(name);
+    }
+    return names;
+}
+
+/* in_use(): the build the eq. 6 loop runs now. */
+static PyObject *in_use(PyObject *self, PyObject *noargs) {
+    return PyUnicode_FromString(row_mixture_name);
+}
+
+
+static PyObject *mixture_post(PyObject *self, PyObject *args) {
+    uintptr_t out_p, raw_p, probs_p, pos_p, length_p, real_p;
+    Py_ssize_t batch, rows_per_batch, tk, raw_stride;
+    Layout L;
+    if (!PyArg_ParseTuple(args, "KKKKKKnnnniiiiiiiiff", &out_p, &raw_p, &probs_p, &pos_p,
+                          &length_p, &real_p, &batch, &rows_per_batch, &tk, &raw_stride, &L.k,
+                          &L.mu_col, &L.mu_n, &L.sigma_col, &L.sigma_n, &L.omega_col,
+                          &L.gate_col, &L.fusion, &L.sigma_min, &L.fixed_gate))
+        return NULL;
+    if (L.k < 1 || L.k > MAX_K) {
+        PyErr_Format(PyExc_ValueError, "mixture_post: k=%d outside 1-%d", L.k, MAX_K);
+        return NULL;
+    }
+    float *out = (float *)out_p;
+    const float *raw = (const float *)raw_p, *probs = (const float *)probs_p;
+    const float *pos = (const float *)pos_p, *length = (const float *)length_p;
+    const uint8_t *real = (const uint8_t *)real_p;
+    float *acc = (float *)malloc(sizeof(float) * (size_t)(tk > 0 ? tk : 1));
+    if (acc == NULL) return PyErr_NoMemory();
+    float c[MAX_K], mu[MAX_K], sigma[MAX_K], gate;
+    for (Py_ssize_t b = 0; b < batch; b++) {
+        const float *pos_b = pos + b * tk;
+        const uint8_t *real_b = real ? real + b * tk : NULL;
+        for (Py_ssize_t r = 0; r < rows_per_batch; r++) {
+            Py_ssize_t row = b * rows_per_batch + r;
+            row_params(raw + row * raw_stride, length[b], &L, c, mu, sigma, &gate);
+            row_mixture(pos_b, (int)tk, L.k, c, mu, sigma, acc);
+            if (real_b)
+                for (Py_ssize_t j = 0; j < tk; j++) acc[j] = real_b[j] ? acc[j] : 0.0f;
+            const float *alpha = probs + row * tk;
+            float *o = out + row * tk;
+            if (L.fusion == 2) /* Gaussian mixture only (Table 4, "gmm") */
+                for (Py_ssize_t j = 0; j < tk; j++) o[j] = acc[j];
+            else
+                for (Py_ssize_t j = 0; j < tk; j++) o[j] = lerp(alpha[j], acc[j], gate);
+        }
+    }
+    free(acc);
+    Py_RETURN_NONE;
+}
+
+/* one_term(out, pos, tk, c, mu, sigma): exp(max(c - z^2/2, -87)) over tk keys, the eq. 6 loop
+ * of the build in use with one component (for tests of the exp approximation). */
+static PyObject *one_term(PyObject *self, PyObject *args) {
+    uintptr_t out_p, pos_p;
+    Py_ssize_t tk;
+    float c, mu, sigma;
+    if (!PyArg_ParseTuple(args, "KKnfff", &out_p, &pos_p, &tk, &c, &mu, &sigma)) return NULL;
+    row_mixture((const float *)pos_p, (int)tk, 1, &c, &mu, &sigma, (float *)out_p);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"mixture_post", mixture_post, METH_VARARGS,
+     "Fused eq. 6 and 10-13 over float32 buffers given by address (see gmm_step.py)."},
+    {"one_term", one_term, METH_VARARGS, "The eq. 6 loop with one component (tests)."},
+    {"use", use, METH_VARARGS, "Run the eq. 6 loop of the named build."},
+    {"builds", supported_builds, METH_NOARGS, "Builds this CPU runs, fastest first."},
+    {"in_use", in_use, METH_NOARGS, "The build in use."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gmm_step", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__gmm_step(void) {
+    detect_builds();
+    for (int i = 0; i < N_BUILDS; i++)
+        if (builds[i].supported) {
+            row_mixture = builds[i].fn;
+            row_mixture_name = builds[i].name;
+            break;
+        }
+    return PyModule_Create(&module);
+}

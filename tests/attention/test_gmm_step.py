@@ -1,0 +1,193 @@
+"""The fused C decoding step of GMM cross-attention (fast/gmm_step.py) against the torch ops.
+
+Each case decodes step by step twice, through the C step and through the torch ops of
+``GaussianMixture.post``, and checks that the C step really ran (or really declined).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+
+import pytest
+import torch
+
+from localnmt.attention import AttentionSite, LocalAttention
+from localnmt.attention.fast import gmm_step
+from localnmt.attention.spec import build_modifiers, parse_spec
+
+E, H, B, TQ = 32, 4, 3, 4
+RTOL = 1e-5  # μ = J·sigmoid: one rounding of the sigmoid moves z by up to J/σ ulps
+
+needs_extension = pytest.mark.skipif(
+    gmm_step._gmm_step is None, reason="localnmt._gmm_step was not built (no C compiler)"
+)
+
+
+@pytest.fixture(params=["avx512", "avx2", "baseline"])
+def build(request):
+    """Each build of the C eq. 6 loop this CPU runs (the fastest is used by default)."""
+    module = gmm_step._gmm_step
+    if request.param not in module.builds():
+        pytest.skip(f"this CPU does not run the {request.param} build")
+    default = module.in_use()
+    module.use(request.param)
+    yield request.param
+    module.use(default)
+
+
+def make(spec: str, seed: int = 0) -> LocalAttention:
+    torch.manual_seed(seed)
+    site = AttentionSite("cross", 0, 1, E, H)
+    attn = LocalAttention(
+        E, H, site=site, modifiers=build_modifiers(parse_spec(spec), site),
+        encoder_decoder_attention=True,
+    )  # fmt: skip
+    return attn.eval()
+
+
+def inputs(tk: int, side: str | None, seed: int = 1):
+    torch.manual_seed(seed)
+    x = torch.randn(TQ, B, E)
+    src = torch.randn(tk, B, E) * 2
+    if side is None:
+        return x, src, None
+    lengths = [tk, max(1, tk - 3), max(1, tk // 3)]
+    pad = torch.ones(B, tk, dtype=torch.bool)
+    for i, n in enumerate(lengths):
+        if side == "left":
+            pad[i, tk - n :] = False
+        else:
+            pad[i, :n] = False
+    return x, src, pad
+
+
+class CountCalls:
+    """Counts calls of the C function (a stand-in module around the real one)."""
+
+    def __init__(self, module):
+        self.module, self.calls = module, 0
+
+    def mixture_post(self, *args):
+        self.calls += 1
+        return self.module.mixture_post(*args)
+
+
+def decode(attn: LocalAttention, x, src, pad, fused: bool, monkeypatch) -> tuple:
+    """Step-by-step outputs and attention weights (γ of eq. 13), with the C step on or off,
+    and the number of C calls."""
+    counter = CountCalls(gmm_step._gmm_step)
+    monkeypatch.setattr(gmm_step, "_gmm_step", counter)
+    monkeypatch.setattr(gmm_step, "ENABLED", fused)
+    state: dict = {}
+    outs, weights = [], []
+    with torch.no_grad():
+        for t in range(x.size(0)):
+            o, w = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
+                        static_kv=True, need_head_weights=True)  # fmt: skip
+            outs.append(o)
+            weights.append(w)
+    return torch.stack(outs), torch.stack(weights), counter.calls
+
+
+def assert_same(fused: tuple, eager: tuple) -> None:
+    """γ to a few float32 roundings (exp and log round differently in C), outputs to 1e-6."""
+    torch.testing.assert_close(fused[1], eager[1], atol=1e-30, rtol=RTOL)
+    torch.testing.assert_close(fused[0], eager[0], atol=1e-6, rtol=0)
+
+
+SPECS = [
+    "gmm",
+    "gmm[k=1]",
+    "gmm[k=7]",
+    "gmm[share=mean]",
+    "gmm[share=variance]",
+    "gmm[share=weight]",
+    "gmm[fusion=average]",
+    "gmm[fusion=gmm]",
+    "gmm[sigma_min=1.5,offset=0]",
+]
+
+
+@needs_extension
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("side", ["left", "right", None])
+@pytest.mark.parametrize("tk", [1, 9, 37])
+def test_fused_step_matches_torch_ops(spec, side, tk, build, monkeypatch):
+    attn = make(spec)
+    x, src, pad = inputs(tk, side)
+    *fused, calls = decode(attn, x, src, pad, True, monkeypatch)
+    *eager, none = decode(attn, x, src, pad, False, monkeypatch)
+    assert calls == TQ and none == 0
+    assert_same(fused, eager)
+
+
+@needs_extension
+@pytest.mark.parametrize("scale", [0.05, 30.0])
+def test_fused_step_at_saturated_and_flat_predictors(scale, build, monkeypatch):
+    """Large predictor outputs saturate the sigmoids (μ at the ends, σ at its floor, gate at 0
+    or 1) and push most terms of eq. 6 under the exp floor; small ones give flat mixtures."""
+    attn = make("gmm")
+    with torch.no_grad():
+        attn.modifiers[0].predictors.out_weight.mul_(scale)
+        attn.modifiers[0].predictors.out_bias.mul_(scale)
+    x, src, pad = inputs(64, "left")
+    *fused, calls = decode(attn, x, src, pad, True, monkeypatch)
+    *eager, _ = decode(attn, x, src, pad, False, monkeypatch)
+    assert calls == TQ
+    assert_same(fused, eager)
+
+
+@needs_extension
+def test_exp_of_eq_6_is_accurate(build):
+    """The C loop's exp (a polynomial, vectorised) against exp in float64 over the whole
+    range eq. 6 uses: exponents from 0 down to the floor at -87 (z up to 13.2 at σ = 1)."""
+    z = torch.linspace(0, 13.3, 200_001)
+    out = torch.empty_like(z)
+    gmm_step._gmm_step.one_term(out.data_ptr(), z.data_ptr(), z.numel(), 0.0, 0.0, 1.0)
+    exponent = (-0.5 * z * z).double().clamp(min=-87.0)  # exact in float32: -0.5·z is
+    expected = exponent.exp()
+    assert ((out.double() - expected).abs() / expected).max() < 1.2e-7  # 2 ulp; torch: 1
+
+
+@needs_extension
+@pytest.mark.parametrize("spec", ["gmm[variant=norm]", "gmm[variant=synthesis]"])
+def test_other_variants_keep_the_torch_ops(spec, monkeypatch):
+    attn = make(spec)
+    x, src, pad = inputs(9, "left")
+    *_, calls = decode(attn, x, src, pad, True, monkeypatch)
+    assert calls == 0
+
+
+@needs_extension
+def test_declines_autograd_other_dtypes_and_recording(monkeypatch):
+    attn = make("gmm")
+    x, src, pad = inputs(9, "right")
+    counter = CountCalls(gmm_step._gmm_step)
+    monkeypatch.setattr(gmm_step, "_gmm_step", counter)
+
+    def step(module, inp, source):
+        return module(inp[:1], source, source, key_padding_mask=pad, incremental_state={},
+                      static_kv=True)[0]  # fmt: skip
+
+    out = step(attn, x.requires_grad_(), src)  # autograd: the torch ops
+    out.sum().backward()
+    with torch.no_grad():
+        step(attn.double(), x.double(), src.double())
+        attn.float()
+        attn.recording = True
+        step(attn, x, src)
+    assert counter.calls == 0
+    attn.recording = False
+    with torch.no_grad():
+        step(attn, x, src)
+    assert counter.calls == 1
+
+
+def test_extension_is_built_where_a_compiler_is():
+    """setup.py builds it optionally; on a machine with a C compiler it must be there, or
+    every test above would skip and the torch ops would run in decoding unnoticed."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler})")
+    assert gmm_step._gmm_step is not None and gmm_step.ENABLED

@@ -4,10 +4,11 @@
 
 Beam search (``bench.generation``: 8 sentences, beam 4, exactly T steps) with the fairseq
 baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in four
-forms: the full model; ``post`` returning the softmax unchanged (what remains is the reference
-path the modifier needs for probabilities); and ``post`` running only the predictors
-(eq. 7-9, 14) and returning the softmax. Prints seconds per batch and the difference of each
-form to the baseline: full − predictors-only is what eq. 6 and 10-13 cost.
+forms: the full model (eq. 6 and 10-13 in the fused C step, ``fast/gmm_step.py``, where it is
+built); the full model with torch ops only; ``post`` returning the softmax unchanged (what
+remains is the reference path the modifier needs for probabilities); and ``post`` running only
+the predictors (eq. 7-9, 14) and returning the softmax. Prints seconds per batch and the
+difference of each form to the baseline: full − predictors-only is what eq. 6 and 10-13 cost.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bench.machine import describe, machine_info
 from bench.measure import interleaved
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import make_batch, make_dictionary
+from localnmt.attention.fast import gmm_step
 from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
 
@@ -36,8 +38,10 @@ def _predictors_only(self: GaussianMixture, ctx, probs):
     return probs
 
 
-FORMS = {"full": None, "reference path only": _softmax_unchanged,
-         "+ predictors": _predictors_only}  # fmt: skip
+#: form name: (post, whether the C step may run)
+FORMS = {"full": (None, True), "full, torch ops": (None, False),
+         "reference path only": (_softmax_unchanged, False),
+         "+ predictors": (_predictors_only, False)}  # fmt: skip
 
 
 def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: int) -> dict:
@@ -55,18 +59,22 @@ def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: 
                      beam=4, steps=length)  # fmt: skip
     original = GaussianMixture.post
 
-    def form(post: Callable | None) -> Callable[[], object]:
+    fused = gmm_step.ENABLED
+
+    def form(post: Callable | None, c_step: bool) -> Callable[[], object]:
         def run() -> object:
             GaussianMixture.post = post or original
+            gmm_step.ENABLED = fused and c_step
             try:
                 return cand.run(batch)
             finally:
                 GaussianMixture.post = original
+                gmm_step.ENABLED = fused
 
         return run
 
     fns = {"baseline": lambda: base.run(batch)}
-    fns.update({name: form(post) for name, post in FORMS.items()})
+    fns.update({name: form(*how) for name, how in FORMS.items()})
     times = interleaved(fns, device, warmup=1, repeats=repeats)
     return {name: statistics.median(t) for name, t in times.items()}
 
@@ -86,8 +94,12 @@ def main(argv: list[str] | None = None) -> None:
     print("| form | s per batch | − baseline, ms | speed ÷ baseline |\n|---|---|---|---|")
     for name, seconds in med.items():
         print(f"| {name} | {seconds:.3f} | {1e3 * (seconds - base):+.0f} | {base / seconds:.3f} |")
-    eq = med["full"] - med["+ predictors"]
-    print(f"\neq. 6 and 10-13 (full − predictors-only): {1e3 * eq:+.0f} ms per batch")
+    print()
+    c_step = "C step" if gmm_step.ENABLED else "C step not built: torch ops"
+    for full in ("full", "full, torch ops"):
+        eq = med[full] - med["+ predictors"]
+        label = c_step if full == "full" else "torch ops"
+        print(f"eq. 6 and 10-13 ({label}; {full} − predictors-only): {1e3 * eq:+.0f} ms per batch")
     load = load_average()
     print(f"load {load[0]:.1f} at the end" if load else "load unknown")
 

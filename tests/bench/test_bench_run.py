@@ -225,14 +225,15 @@ def test_band_chunks_benchmark_runs_and_restores_the_chunk_size(capsys) -> None:
 
 def test_gmm_decoding_benchmark_runs_and_restores_post(capsys) -> None:
     """bench.gmm_decoding on a tiny config: one row per form (no timing asserted); the GMM
-    modifier's post is left as it was."""
+    modifier's post and the C-step switch are left as they were."""
     from bench import gmm_decoding
+    from localnmt.attention.fast import gmm_step
     from localnmt.attention.methods.gmm import GaussianMixture
 
-    before = GaussianMixture.post
+    before, enabled = GaussianMixture.post, gmm_step.ENABLED
     gmm_decoding.main(["--length", "3", "--sentences", "1", "--vocab", "100", "--repeats", "1"])
     out = capsys.readouterr().out
-    assert GaussianMixture.post is before
+    assert GaussianMixture.post is before and gmm_step.ENABLED is enabled
     for form in ("baseline", *gmm_decoding.FORMS):
         assert f"| {form} |" in out
-    assert "eq. 6 and 10-13 (full − predictors-only)" in out
+    assert "full − predictors-only)" in out and "full, torch ops − predictors-only)" in out

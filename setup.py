@@ -17,15 +17,18 @@ setup(
     packages=[*find_packages(include=["localnmt", "localnmt.*"]), "localnmt.configs"],
     package_dir={"localnmt.configs": "configs"},
     package_data={"localnmt.configs": ["*.yaml"]},
-    # GMM cross-attention's decoding step fused in C (localnmt/attention/fast/gmm_step.py).
-    # Optional: where it does not build (no C compiler), the same numbers come from torch ops.
+    # Two small C kernels without torch headers: GMM cross-attention's decoding step
+    # (localnmt/attention/fast/gmm_step.py) and band attention on the CPU (fast/band.py).
+    # Optional: where they do not build (no C compiler), the same numbers come from torch ops.
     ext_modules=[
         Extension(
-            "localnmt._gmm_step",
-            ["localnmt/csrc/gmm_step.c"],
+            f"localnmt.{name}",
+            [f"localnmt/csrc/{source}"],
+            depends=["localnmt/csrc/vec_math.h", "localnmt/csrc/band_impl.h"],
             extra_compile_args=["-O3", "-fno-trapping-math"],
             optional=True,
         )
+        for name, source in (("_gmm_step", "gmm_step.c"), ("_band", "band.c"))
     ],
     python_requires=">=3.10",
     install_requires=[

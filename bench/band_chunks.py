@@ -5,7 +5,8 @@
 1. Fresh against reused memory: zero-filling a newly allocated tensor of ``--alloc-mb`` MB
    against zero-filling one that is kept (glibc maps allocations over 32 MiB anew, so a fresh
    one is new pages on every call).
-2. For each ``CHUNK_BYTES`` of ``--chunk-mib``, interleaved in one process: the band kernel
+2. For each ``CHUNK_BYTES`` of ``--chunk-mib``, interleaved in one process, with the C path
+   (``fast/band_cpu.py``) switched off, since the chunks are the blocked kernels': the band kernel
    alone (1D window 11, 2D 3 heads × 11; fwd+bwd ÷ dense SDPA without mask) and a whole
    csan_1d / csan_2d ``LocalAttention`` layer (fwd+bwd ÷ the plain layer, and peak memory),
    B = ``--batch``, 8 heads, d = 64, left padding for the layers.
@@ -27,7 +28,7 @@ from bench import band_attention
 from bench.attention_layer import MethodEntry, build_layer, fwd_bwd, make_inputs
 from bench.machine import describe, machine_info
 from bench.measure import peak_memory
-from localnmt.attention.fast import band
+from localnmt.attention.fast import band, band_cpu
 from localnmt.machine import load_average
 
 
@@ -74,7 +75,8 @@ def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list
         steps[f"band_2d/{mib}"] = sized(mib, lambda: band_attention.band2d_step(q, k, v, window))
         steps[f"csan_1d/{mib}"] = sized(mib, layers["csan_1d"])
         steps[f"csan_2d/{mib}"] = sized(mib, layers["csan_2d"])
-    default = band.CHUNK_BYTES
+    default, c_path = band.CHUNK_BYTES, band_cpu.ENABLED
+    band_cpu.ENABLED = False  # the chunks are the blocked kernels' (fast/band_cpu.py runs first)
     times: dict[str, list[float]] = {name: [] for name in steps}
     try:
         for step in steps.values():  # warm-up
@@ -101,7 +103,7 @@ def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list
             })  # fmt: skip
         plain_peak = peak_memory(layers["plain"], torch.device("cpu")) / 2**20
     finally:
-        band.CHUNK_BYTES = default
+        band.CHUNK_BYTES, band_cpu.ENABLED = default, c_path
     for row in rows:
         row.update(dense_ms=med["dense"] * 1e3, plain_ms=med["plain"] * 1e3,
                    plain_peak_mib=plain_peak)  # fmt: skip

@@ -25,42 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vec_math.h"
+
 #define EXP_FLOOR (-87.0f)
 #define HALF_LOG_2PI 0.91893853320467274178f
 #define MAX_K 64
-
-/* exp for float32 as plain arithmetic (Cephes' expf: range reduction by ln 2, degree-6
- * polynomial, 2^n through the exponent bits), so that a loop over it vectorises. Relative error
- * about 1e-7 over the argument range used here, [-87, 0]. FLOOR: floor(x) for the range
- * reduction (x86-64's baseline SSE2 has no vector floor, so its version rounds by hand). */
-#define DEFINE_EXP(NAME, FLOOR)                                                                \
-    static inline __attribute__((always_inline)) float NAME(float x) {                         \
-        x = x < -87.3f ? -87.3f : x;                                                           \
-        x = x > 88.3f ? 88.3f : x;                                                             \
-        float n = FLOOR(x * 1.44269504088896341f + 0.5f);                                       \
-        float r = x - n * 0.693359375f;                                                        \
-        r = r - n * -2.12194440e-4f;                                                           \
-        float r2 = r * r;                                                                      \
-        float p = 1.9875691500e-4f;                                                            \
-        p = p * r + 1.3981999507e-3f;                                                          \
-        p = p * r + 8.3334519073e-3f;                                                          \
-        p = p * r + 4.1665795894e-2f;                                                          \
-        p = p * r + 1.6666665459e-1f;                                                          \
-        p = p * r + 5.0000001201e-1f;                                                          \
-        p = p * r2 + r + 1.0f;                                                                 \
-        int32_t bits = ((int32_t)n + 127) << 23; /* 2^n, n in [-126, 128] */                   \
-        float scale;                                                                           \
-        memcpy(&scale, &bits, sizeof scale);                                                   \
-        return p * scale;                                                                      \
-    }
-
-static inline __attribute__((always_inline)) float floor_by_hand(float x) {
-    float n = (float)(int32_t)x;
-    return n > x ? n - 1.0f : n;
-}
-
-DEFINE_EXP(exp_sse2, floor_by_hand)
-DEFINE_EXP(exp_floor, __builtin_floorf)
 
 static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -135,19 +104,17 @@ typedef struct {
     int supported;
 } Build;
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef HAVE_X86_BUILDS
 DEFINE_MIXTURE(mixture_baseline, exp_sse2, )
-DEFINE_MIXTURE(mixture_avx2, exp_floor, __attribute__((target("avx2,fma"))))
-DEFINE_MIXTURE(mixture_avx512, exp_floor, __attribute__((target("avx512f,avx2,fma"))))
+DEFINE_MIXTURE(mixture_avx2, exp_floor, TARGET_AVX2)
+DEFINE_MIXTURE(mixture_avx512, exp_floor, TARGET_AVX512)
 
 static Build builds[] = {{"avx512", mixture_avx512, 0}, {"avx2", mixture_avx2, 0},
                          {"baseline", mixture_baseline, 1}};
 
 static void detect_builds(void) {
-    __builtin_cpu_init();
-    builds[0].supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-                          __builtin_cpu_supports("fma");
-    builds[1].supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    builds[0].supported = cpu_runs_avx512();
+    builds[1].supported = cpu_runs_avx2();
 }
 #else
 DEFINE_MIXTURE(mixture_baseline, exp_floor, )

@@ -1,4 +1,8 @@
-"""Blocked band kernel == dense reference, outputs (real queries) and gradients."""
+"""Blocked band kernel == dense reference, outputs (real queries) and gradients.
+
+These tests run the blocked paths (chunked fused op, SDPA over blocks) with the C path of
+fast/band_cpu.py switched off; tests/attention/test_band_cpu.py tests the C path.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,14 @@ from localnmt.attention.fast.band import (
     band_attention,
     band_kernel,
 )
+
+
+@pytest.fixture(autouse=True)
+def blocked_paths(monkeypatch):
+    """The blocked kernels, not the C path that runs before them where it is built."""
+    from localnmt.attention.fast import band_cpu
+
+    monkeypatch.setattr(band_cpu, "ENABLED", False)
 
 
 @pytest.fixture

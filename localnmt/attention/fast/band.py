@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from localnmt.attention import kernels
+from localnmt.attention.fast.band_cpu import c_band_attention
 from localnmt.attention.kernels import AttentionProblem, register_kernel
 from localnmt.attention.methods.csan import HEAD_AREA, KEY_GROUPS, HeadArea
 
@@ -125,6 +126,10 @@ def band_attention(
     else:
         tk = k.size(2) // groups
     assert tk == tq, "band attention needs self-attention (Tq == Tk)"
+    if area is not None or groups == 1:  # each query visits only its window, in C
+        out = c_band_attention(q, k, v, left, right, key_padding_mask, area, dropout_p)
+        if out is not None:
+            return out
     reach_l = max(int(left.max()), 0)
     reach_r = max(int(right.max()), 0)
     nblocks = -(-tq // block)

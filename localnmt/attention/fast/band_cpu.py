@@ -1,0 +1,110 @@
+"""Band attention on the CPU in C: each query visits only its window (``localnmt/csrc/band.c``).
+
+:func:`band_attention` (fast/band.py) calls :func:`c_band_attention` first. It computes the
+same softmax over the same keys as the blocked kernels, directly: query ``i`` of head ``h``
+meets the real keys ``j`` with ``-left[h] ≤ j - i ≤ right[h]`` of its own head (1D) or of
+heads ``h - a … h + a`` read in place (2D-CSAN's head area), with no query blocks, key windows
+or masks in between. Backward recomputes the probabilities from the saved log-sum-exp, so
+memory is the inputs, the output and one float per query. Sentences are split among
+``torch.get_num_threads()`` threads (the C code releases the GIL; each sentence writes only
+its own rows of the key and value gradients).
+
+It declines (returns None) dropout, dtypes other than float32, GPU tensors, stacked key groups
+that are not a head area (head selection), or when the optional extension ``localnmt._band``
+was not built (no C compiler at install time).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+from torch import Tensor
+
+try:
+    from localnmt import _band
+except ImportError:  # no C compiler at install time: the blocked kernels run
+    _band = None
+
+#: Switch for tests and benchmarks (False: the blocked kernels of band.py).
+ENABLED = _band is not None
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
+                     key_padding_mask: Tensor | None, area: int | None,
+                     dropout_p: float) -> Tensor | None:  # fmt: skip
+    """``(B, H, T, d)`` band attention (``q`` pre-scaled; ``k``/``v`` ``(B, H, T, d)``;
+    ``key_padding_mask`` ``(B, T)`` or, with ``area``, ``(B, G·T)``), or None if declined."""
+    if not ENABLED or dropout_p != 0.0:
+        return None
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (q, k, v)):
+        return None
+    if k.shape != q.shape or v.shape != q.shape:
+        return None  # stacked key groups without a head area
+    bsz, heads, t, _ = q.shape
+    if area is not None and not 0 < 2 * area + 1 <= heads:
+        return None
+    real = None
+    if key_padding_mask is not None:
+        real = (~key_padding_mask.view(bsz, -1, t)[:, 0].bool()).to(torch.uint8).contiguous()
+    left = left.to(device="cpu", dtype=torch.int64).contiguous()
+    right = right.to(device="cpu", dtype=torch.int64).contiguous()
+    return _CBand.apply(q, k, v, left, right, real, -1 if area is None else area)
+
+
+def _sentence_ranges(bsz: int) -> list[tuple[int, int]]:
+    parts = max(1, min(torch.get_num_threads(), bsz))
+    bounds = [bsz * i // parts for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if lo < hi]
+
+
+def _run(fn, args: tuple, bsz: int, grads: tuple) -> None:
+    """``fn(*args, b0, b1, grads)`` over sentence ranges, on this thread and the pool's."""
+    global _pool
+    ranges = _sentence_ranges(bsz)
+    if len(ranges) == 1:
+        fn(*args, 0, bsz, grads)
+        return
+    if _pool is None or _pool._max_workers < len(ranges) - 1:
+        _pool = ThreadPoolExecutor(max_workers=len(ranges) - 1, thread_name_prefix="band")
+    futures = [_pool.submit(fn, *args, lo, hi, grads) for lo, hi in ranges[1:]]
+    fn(*args, *ranges[0], grads)
+    for future in futures:
+        future.result()
+
+
+class _CBand(torch.autograd.Function):
+    """Forward and backward of band.c; saves q, k, v, the output and the log-sum-exp."""
+
+    @staticmethod
+    def _args(q, k, v, out, lse, real, left, right, area) -> tuple:
+        bsz, heads, t, dim = q.shape
+        groups = 1 if area < 0 else 2 * area + 1
+        return (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
+                0 if real is None else real.data_ptr(), left.data_ptr(), right.data_ptr(),
+                heads, t, dim, groups, area)  # fmt: skip
+
+    @staticmethod
+    def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
+                real: Tensor | None, area: int) -> Tensor:  # fmt: skip
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        out = torch.empty_like(q)
+        lse = torch.empty(q.shape[:3], dtype=torch.float32)
+        args = _CBand._args(q, k, v, out, lse, real, left, right, area)
+        _run(_band.forward, args, q.size(0), (0, 0, 0, 0))
+        ctx.save_for_backward(q, k, v, out, lse, left, right, real)
+        ctx.area = area
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor):
+        q, k, v, out, lse, left, right, real = ctx.saved_tensors
+        grad = grad.contiguous()
+        dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        args = _CBand._args(q, k, v, out, lse, real, left, right, ctx.area)
+        grads = (grad.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
+        _run(_band.backward, args, q.size(0), grads)
+        return dq, dk, dv, None, None, None, None

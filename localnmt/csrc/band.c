@@ -1,0 +1,217 @@
+/* Band attention on the CPU, float32, forward and backward (1D-CSAN eq. 4-6 and 2D-CSAN eq. 7-9
+ * of Yang et al. 2019, and every other band restriction the band kernel takes).
+ *
+ * Python wrapper and the conditions it is used under: localnmt/attention/fast/band.py
+ * (_CBand). Query i of head h attends the real keys j with -left[h] <= j - i <= right[h] of
+ * one head (1D: its own) or of 2a+1 heads (2D head area: heads (h + g - a) mod H, read in
+ * place), one softmax over all of them. Work and memory are linear in T: each query visits
+ * only its window, and backward recomputes the probabilities from the saved log-sum-exp.
+ *
+ * Buffers (contiguous, addresses passed as integers): q, k, v, out (B, H, T, d); lse (B, H, T);
+ * real (B, T) uint8 or 0 for no padding; left, right (H,) int64. A call covers sentences
+ * b0 … b1-1 with the GIL released, so the wrapper runs sentence ranges on several threads.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vec_math.h"
+
+typedef struct {
+    const float *q, *k, *v;
+    float *out, *lse;
+    const uint8_t *real;
+    const int64_t *left, *right;
+    Py_ssize_t h, t, d;
+    int groups, area; /* area -1: 1D (groups 1) */
+} Band;
+
+#define SUFFIX _baseline
+#define TARGET
+#ifdef HAVE_X86_BUILDS
+#define EXP exp_sse2
+#else
+#define EXP exp_floor
+#endif
+#include "band_impl.h"
+#undef SUFFIX
+#undef TARGET
+#undef EXP
+
+#ifdef HAVE_X86_BUILDS
+#define SUFFIX _avx2
+#define TARGET TARGET_AVX2
+#define EXP exp_floor
+#include "band_impl.h"
+#undef SUFFIX
+#undef TARGET
+#undef EXP
+
+#define SUFFIX _avx512
+#define TARGET TARGET_AVX512
+#define EXP exp_floor
+#include "band_impl.h"
+#undef SUFFIX
+#undef TARGET
+#undef EXP
+#endif
+
+typedef void (*ForwardFn)(const Band *, Py_ssize_t, Py_ssize_t, float *, Py_ssize_t *);
+typedef void (*BackwardFn)(const Band *, const float *, float *, float *, float *, Py_ssize_t,
+                           Py_ssize_t, float *, Py_ssize_t *);
+
+typedef struct {
+    const char *name;
+    ForwardFn forward;
+    BackwardFn backward;
+    int supported;
+} Build;
+
+#ifdef HAVE_X86_BUILDS
+static Build builds[] = {{"avx512", forward__avx512, backward__avx512, 0},
+                         {"avx2", forward__avx2, backward__avx2, 0},
+                         {"baseline", forward__baseline, backward__baseline, 1}};
+static void detect_builds(void) {
+    builds[0].supported = cpu_runs_avx512();
+    builds[1].supported = cpu_runs_avx2();
+}
+#else
+static Build builds[] = {{"baseline", forward__baseline, backward__baseline, 1}};
+static void detect_builds(void) {}
+#endif
+#define N_BUILDS ((int)(sizeof builds / sizeof builds[0]))
+static const Build *current;
+
+/* Parse the problem shared by forward and backward; returns 0 with an exception set. */
+static int parse_band(PyObject *args, Band *P, Py_ssize_t *b0, Py_ssize_t *b1, uintptr_t *grads) {
+    uintptr_t q, k, v, out, lse, real, left, right;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKnnniinn(KKKK)", &q, &k, &v, &out, &lse, &real, &left,
+                          &right, &P->h, &P->t, &P->d, &P->groups, &P->area, b0, b1, &grads[0],
+                          &grads[1], &grads[2], &grads[3]))
+        return 0;
+    P->q = (const float *)q;
+    P->k = (const float *)k;
+    P->v = (const float *)v;
+    P->out = (float *)out;
+    P->lse = (float *)lse;
+    P->real = (const uint8_t *)real;
+    P->left = (const int64_t *)left;
+    P->right = (const int64_t *)right;
+    if (P->groups < 1 || P->h < 1 || P->t < 1 || P->d < 1 || (P->area >= 0) != (P->groups > 1) ||
+        (P->area >= 0 && P->groups != 2 * P->area + 1)) {
+        PyErr_SetString(PyExc_ValueError, "band: inconsistent sizes, groups or area");
+        return 0;
+    }
+    return 1;
+}
+
+/* Scratch for one query's window: scores and row offsets. */
+static int window_scratch(const Band *P, float **score, Py_ssize_t **rows) {
+    int64_t widest = 0;
+    for (Py_ssize_t h = 0; h < P->h; h++) {
+        int64_t w = P->left[h] + P->right[h] + 1;
+        widest = w > widest ? w : widest;
+    }
+    widest = widest > P->t ? P->t : (widest < 1 ? 1 : widest);
+    size_t n = (size_t)widest * (size_t)P->groups;
+    *score = (float *)malloc(n * sizeof(float));
+    *rows = (Py_ssize_t *)malloc(n * sizeof(Py_ssize_t));
+    if (*score == NULL || *rows == NULL) {
+        free(*score);
+        free(*rows);
+        return 0;
+    }
+    return 1;
+}
+
+/* forward(q, k, v, out, lse, real, left, right, H, T, d, groups, area, b0, b1, (0, 0, 0, 0)) */
+static PyObject *band_forward(PyObject *self, PyObject *args) {
+    Band P;
+    Py_ssize_t b0, b1;
+    uintptr_t unused[4];
+    if (!parse_band(args, &P, &b0, &b1, unused)) return NULL;
+    float *score;
+    Py_ssize_t *rows;
+    if (!window_scratch(&P, &score, &rows)) return PyErr_NoMemory();
+    Py_BEGIN_ALLOW_THREADS
+    current->forward(&P, b0, b1, score, rows);
+    Py_END_ALLOW_THREADS
+    free(score);
+    free(rows);
+    Py_RETURN_NONE;
+}
+
+/* backward(q, k, v, out, lse, real, left, right, H, T, d, groups, area, b0, b1,
+ *          (dout, dq, dk, dv)): dq written, dk and dv added to. */
+static PyObject *band_backward(PyObject *self, PyObject *args) {
+    Band P;
+    Py_ssize_t b0, b1;
+    uintptr_t g[4];
+    if (!parse_band(args, &P, &b0, &b1, g)) return NULL;
+    float *score;
+    Py_ssize_t *rows;
+    if (!window_scratch(&P, &score, &rows)) return PyErr_NoMemory();
+    Py_BEGIN_ALLOW_THREADS
+    current->backward(&P, (const float *)g[0], (float *)g[1], (float *)g[2], (float *)g[3], b0,
+                      b1, score, rows);
+    Py_END_ALLOW_THREADS
+    free(score);
+    free(rows);
+    Py_RETURN_NONE;
+}
+
+static PyObject *use(PyObject *self, PyObject *args) {
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
+    for (int i = 0; i < N_BUILDS; i++)
+        if (builds[i].supported && strcmp(builds[i].name, name) == 0) {
+            current = &builds[i];
+            Py_RETURN_NONE;
+        }
+    PyErr_Format(PyExc_ValueError, "build '%s' is not available on this CPU", name);
+    return NULL;
+}
+
+static PyObject *supported_builds(PyObject *self, PyObject *noargs) {
+    PyObject *names = PyList_New(0);
+    if (names == NULL) return NULL;
+    for (int i = 0; i < N_BUILDS; i++) {
+        if (!builds[i].supported) continue;
+        PyObject *name = PyUnicode_FromString(builds[i].name);
+        if (name == NULL || PyList_Append(names, name) < 0) {
+            Py_XDECREF(name);
+            Py_DECREF(names);
+            return NULL;
+        }
+        Py_DECREF(name);
+    }
+    return names;
+}
+
+static PyObject *in_use(PyObject *self, PyObject *noargs) {
+    return PyUnicode_FromString(current->name);
+}
+
+static PyMethodDef methods[] = {
+    {"forward", band_forward, METH_VARARGS, "Band attention forward (see band.py, _CBand)."},
+    {"backward", band_backward, METH_VARARGS, "Band attention backward (see band.py, _CBand)."},
+    {"use", use, METH_VARARGS, "Run the named build."},
+    {"builds", supported_builds, METH_NOARGS, "Builds this CPU runs, fastest first."},
+    {"in_use", in_use, METH_NOARGS, "The build in use."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_band", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__band(void) {
+    detect_builds();
+    for (int i = 0; i < N_BUILDS; i++)
+        if (builds[i].supported) {
+            current = &builds[i];
+            break;
+        }
+    return PyModule_Create(&module);
+}

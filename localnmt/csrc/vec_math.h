@@ -1,0 +1,57 @@
+/* Vectorisable float32 math shared by the C kernels (gmm_step.c, band.c). */
+#ifndef LOCALNMT_VEC_MATH_H
+#define LOCALNMT_VEC_MATH_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* exp for float32 as plain arithmetic (Cephes' expf: range reduction by ln 2, degree-6
+ * polynomial, 2^n through the exponent bits), so that a loop over it vectorises. Relative error
+ * about 1e-7 over the argument range used here, [-87, 0]. FLOOR: floor(x) for the range
+ * reduction (x86-64's baseline SSE2 has no vector floor, so its version rounds by hand). */
+#define DEFINE_EXP(NAME, FLOOR)                                                                \
+    static inline __attribute__((always_inline)) float NAME(float x) {                         \
+        x = x < -87.3f ? -87.3f : x;                                                           \
+        x = x > 88.3f ? 88.3f : x;                                                             \
+        float n = FLOOR(x * 1.44269504088896341f + 0.5f);                                       \
+        float r = x - n * 0.693359375f;                                                        \
+        r = r - n * -2.12194440e-4f;                                                           \
+        float r2 = r * r;                                                                      \
+        float p = 1.9875691500e-4f;                                                            \
+        p = p * r + 1.3981999507e-3f;                                                          \
+        p = p * r + 8.3334519073e-3f;                                                          \
+        p = p * r + 4.1665795894e-2f;                                                          \
+        p = p * r + 1.6666665459e-1f;                                                          \
+        p = p * r + 5.0000001201e-1f;                                                          \
+        p = p * r2 + r + 1.0f;                                                                 \
+        int32_t bits = ((int32_t)n + 127) << 23; /* 2^n, n in [-126, 128] */                   \
+        float scale;                                                                           \
+        memcpy(&scale, &bits, sizeof scale);                                                   \
+        return p * scale;                                                                      \
+    }
+
+static inline __attribute__((always_inline)) float floor_by_hand(float x) {
+    float n = (float)(int32_t)x;
+    return n > x ? n - 1.0f : n;
+}
+
+DEFINE_EXP(exp_sse2, floor_by_hand)
+DEFINE_EXP(exp_floor, __builtin_floorf)
+
+/* A kernel compiled in several builds, chosen at import by the CPU (fastest first). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_X86_BUILDS 1
+#define TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+static inline int cpu_runs_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+static inline int cpu_runs_avx512(void) {
+    return cpu_runs_avx2() && __builtin_cpu_supports("avx512f");
+}
+#endif
+
+#endif

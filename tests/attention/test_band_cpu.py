@@ -1,0 +1,174 @@
+"""The C band kernel (fast/band_cpu.py, csrc/band.c) == dense reference, every build it has:
+outputs at real queries and gradients of q, k, v; and it really ran."""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+
+import pytest
+import test_band
+import torch
+
+from localnmt.attention.fast import band_cpu
+from localnmt.attention.fast.band import band_attention
+
+needs_extension = pytest.mark.skipif(
+    band_cpu._band is None, reason="localnmt._band was not built (no C compiler)"
+)
+
+
+class CountCalls:
+    """The C module with its forward and backward calls counted."""
+
+    def __init__(self, module):
+        self.module, self.forwards, self.backwards = module, 0, 0
+
+    def forward(self, *args):
+        self.forwards += 1
+        return self.module.forward(*args)
+
+    def backward(self, *args):
+        self.backwards += 1
+        return self.module.backward(*args)
+
+
+@pytest.fixture
+def c_calls(monkeypatch):
+    counter = CountCalls(band_cpu._band)
+    monkeypatch.setattr(band_cpu, "_band", counter)
+    monkeypatch.setattr(band_cpu, "ENABLED", True)
+    return counter
+
+
+@pytest.fixture(params=["avx512", "avx2", "baseline"])
+def build(request):
+    """Each build of the C kernel this CPU runs (the fastest is used by default)."""
+    module = band_cpu._band
+    if request.param not in module.builds():
+        pytest.skip(f"this CPU does not run the {request.param} build")
+    default = module.in_use()
+    module.use(request.param)
+    yield request.param
+    module.use(default)
+
+
+@needs_extension
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize(
+    "left,right,causal",
+    [
+        ([5] * 4, [5] * 4, False),
+        ([1, 40, 0, 3], [2, 0, 40, 3], False),  # per-head bands, one wider than the sentence
+        ([5] * 4, [5] * 4, True),  # the causal band of decoder self-attention
+        ([-2, 3, 0, 60], [4, -1, 0, 60], False),  # windows beside the query; the whole sentence
+    ],
+)
+def test_1d_equals_dense(side, left, right, causal, build, c_calls):
+    q, k, v, pad, kpad = test_band.inputs(side)
+    lt, rt = torch.tensor(left), torch.tensor(right)
+    rt_eff = rt.clamp(max=0) if causal else rt
+    got = band_attention(q, k, v, lt, rt_eff, key_padding_mask=kpad)
+    want = test_band.dense_band(q, k, v, lt, rt, kpad, causal=causal)
+    test_band.assert_same_at_real_queries(got, want, pad, (q, k, v))
+    assert c_calls.forwards >= 1 and c_calls.backwards >= 1
+
+
+@needs_extension
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize(
+    "left,right,heads,area",
+    [
+        ([5] * 4, [5] * 4, 4, 1),  # 2D-CSAN's default: 3 heads × 11 keys
+        ([1, 12, 0, 3], [2, 0, 12, 3], 4, 1),  # per-head bands
+        ([2] * 5, [2] * 5, 5, 2),  # area = every head (each seen once), edge heads wrap
+    ],
+)
+def test_head_area_equals_dense(side, left, right, heads, area, build, c_calls):
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(3, heads, 45, 8, generator=g).requires_grad_() for _ in range(3))
+    _, _, _, pad, _ = test_band.inputs(side)
+    groups = 2 * area + 1
+    lt, rt = torch.tensor(left), torch.tensor(right)
+    kpad = pad.repeat(1, groups)  # the pipeline's mask over the stacked groups
+    got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, area=area)
+    ks, vs = test_band.stacked(k, groups), test_band.stacked(v, groups)
+    want = test_band.dense_band(q, ks, vs, lt, rt, kpad, groups=groups)
+    test_band.assert_same_at_real_queries(got, want, pad, (q, k, v))
+    assert c_calls.forwards >= 1 and c_calls.backwards >= 1
+
+
+@needs_extension
+def test_head_dim_not_a_multiple_of_16(build, c_calls):
+    """The dot products run 16 lanes at a time and the rest one by one (d = 8 above, 21 here)."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 3, 30, 21, generator=g).requires_grad_() for _ in range(3))
+    pad = torch.zeros(2, 30, dtype=torch.bool)
+    pad[1, :9] = True
+    lt = rt = torch.tensor([3, 3, 3])
+    got = band_attention(q, k, v, lt, rt, key_padding_mask=pad, area=1)
+    want = test_band.dense_band(q, test_band.stacked(k, 3), test_band.stacked(v, 3), lt, rt,
+                                pad.repeat(1, 3), groups=3)  # fmt: skip
+    test_band.assert_same_at_real_queries(got, want, pad, (q, k, v))
+
+
+@needs_extension
+def test_threads_split_sentences_with_the_same_numbers(c_calls):
+    """Sentences are split among torch's threads; the result is the same bit for bit."""
+    q, k, v, pad, kpad = test_band.inputs("left")
+    lt = rt = torch.full((4,), 5)
+    before = torch.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            out = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, area=1)
+            results.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v))))
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(*results, strict=True):
+        assert torch.equal(a, b)
+    assert c_calls.forwards == 1 + 3
+
+
+@needs_extension
+def test_sentence_of_padding_only_gives_zeros(c_calls):
+    q, k, v, pad, kpad = test_band.inputs("right")
+    kpad = kpad.clone()
+    kpad[1] = True
+    lt = rt = torch.full((4,), 5)
+    out = band_attention(q, k, v, lt, rt, key_padding_mask=kpad)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert torch.equal(grads[0][1], torch.zeros_like(grads[0][1]))
+
+
+@needs_extension
+def test_declines_what_it_does_not_compute(c_calls):
+    """Dropout, float64 and stacked key groups (head selection) take the blocked kernels."""
+    q, k, v, pad, kpad = test_band.inputs("left")
+    lt = rt = torch.full((4,), 5)
+    band_attention(q, k, v, lt, rt, key_padding_mask=kpad, dropout_p=0.1)
+    band_attention(q.double(), k.double(), v.double(), lt, rt, key_padding_mask=kpad)
+    q3, k3, v3, _, kpad3 = test_band.inputs("left", groups=3)
+    band_attention(q3, k3, v3, lt, rt, key_padding_mask=kpad3, groups=3)
+    assert c_calls.forwards == 0
+
+
+@needs_extension
+@pytest.mark.parametrize(
+    "spec,kind", [("csan_2d[window=5]", "encoder_self"), ("csan_1d[window=7]", "decoder_self")]
+)
+def test_layer_through_the_c_kernel_equals_sdpa(spec, kind, c_calls):
+    """A whole LocalAttention layer (padding, or fairseq's causal mask) through the band kernel,
+    which runs the C path, == the SDPA kernel: outputs at real queries and input gradients."""
+    test_band.test_layer_band_equals_layer_sdpa(spec, kind)
+    assert c_calls.forwards == 1 and c_calls.backwards == 1
+
+
+def test_extension_is_built_where_a_compiler_is():
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler})")
+    assert band_cpu._band is not None and band_cpu.ENABLED

@@ -99,6 +99,17 @@ def test_head_area_equals_dense(side, left, right, heads, area, build, c_calls):
 
 
 @needs_extension
+def test_head_area_of_one_head_is_1d(c_calls):
+    """2D-CSAN with area_heads=1 hands the band kernel area 0: the 1D layout."""
+    q, k, v, pad, kpad = test_band.inputs("left")
+    lt = rt = torch.full((4,), 5)
+    got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, area=0)
+    want = test_band.dense_band(q, k, v, lt, rt, kpad)
+    test_band.assert_same_at_real_queries(got, want, pad, (q, k, v))
+    assert c_calls.forwards == 1
+
+
+@needs_extension
 def test_head_dim_not_a_multiple_of_16(build, c_calls):
     """The dot products run 16 lanes at a time and the rest one by one (d = 8 above, 21 here)."""
     g = torch.Generator().manual_seed(5)

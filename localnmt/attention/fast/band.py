@@ -24,6 +24,11 @@ cut again in backward instead of being kept, and each chunk's temporaries stay u
 call (glibc maps allocations over 32 MiB anew; ``python -m bench.band_chunks`` times a fresh
 against a reused tensor).
 
+Before any of this, :func:`band_attention` hands float32 CPU problems without dropout (1D
+bands and 2D-CSAN head areas) to the C kernel of ``fast/band_cpu.py``, where it is built: no
+blocks or windows there, each query visits only its own keys. The blocked paths below run
+where it declines (dropout, other dtypes, GPU, stacked key groups) or is not built.
+
 Outputs at padded queries are finite but not the reference's (both are never read: every later
 attention masks padded keys); tests compare real queries and gradients.
 """

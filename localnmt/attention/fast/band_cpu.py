@@ -31,6 +31,7 @@ except ImportError:  # no C compiler at install time: the blocked kernels run
 ENABLED = _band is not None
 
 _pool: ThreadPoolExecutor | None = None
+_pool_size = 0
 
 
 def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
@@ -45,6 +46,8 @@ def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tenso
     if k.shape != q.shape or v.shape != q.shape:
         return None  # stacked key groups without a head area
     bsz, heads, t, _ = q.shape
+    if area == 0:  # a head area of one head is the 1D layout
+        area = None
     if area is not None and not 0 < 2 * area + 1 <= heads:
         return None
     real = None
@@ -63,13 +66,14 @@ def _sentence_ranges(bsz: int) -> list[tuple[int, int]]:
 
 def _run(fn, args: tuple, bsz: int, grads: tuple) -> None:
     """``fn(*args, b0, b1, grads)`` over sentence ranges, on this thread and the pool's."""
-    global _pool
+    global _pool, _pool_size
     ranges = _sentence_ranges(bsz)
     if len(ranges) == 1:
         fn(*args, 0, bsz, grads)
         return
-    if _pool is None or _pool._max_workers < len(ranges) - 1:
-        _pool = ThreadPoolExecutor(max_workers=len(ranges) - 1, thread_name_prefix="band")
+    if _pool is None or _pool_size < len(ranges) - 1:
+        _pool_size = len(ranges) - 1
+        _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="band")
     futures = [_pool.submit(fn, *args, lo, hi, grads) for lo, hi in ranges[1:]]
     fn(*args, *ranges[0], grads)
     for future in futures:

@@ -183,3 +183,34 @@ def test_extension_is_built_where_a_compiler_is():
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler})")
     assert band_cpu._band is not None and band_cpu.ENABLED
+
+
+@needs_extension
+@pytest.mark.parametrize(
+    "spec,kind", [("csan_1d[window=5]", "encoder_self"), ("csan_1d[window=5]", "decoder_self"),
+                  ("csan_2d[window=5]", "encoder_self")]
+)  # fmt: skip
+def test_short_sentences_take_the_c_kernel(spec, kind, c_calls):
+    """No length threshold on the C path (the blocked kernels start at MIN_LENGTH): a layer at
+    T = 12 runs it, with the dense path's outputs at real queries."""
+    from localnmt.attention.context import AttentionSite
+    from localnmt.attention.pipeline import LocalAttention
+    from localnmt.attention.spec import build_modifiers, parse_spec
+
+    torch.manual_seed(0)
+    site = AttentionSite(kind, 0, 1, 16, 4)
+    att = LocalAttention(16, 4, site=site, modifiers=build_modifiers(parse_spec(spec), site),
+                         self_attention=True)  # fmt: skip
+    t = 12
+    x = torch.randn(t, 2, 16)
+    pad, mask = torch.zeros(2, t, dtype=torch.bool), None
+    if kind == "decoder_self":
+        pad, mask = None, torch.triu(torch.full((t, t), float("-inf")), 1)
+    else:
+        pad[1, :5] = True
+    with torch.no_grad():
+        fast, _ = att(x, x, x, key_padding_mask=pad, attn_mask=mask, need_weights=False)
+        dense, _ = att(x, x, x, key_padding_mask=pad, attn_mask=mask, need_weights=True)
+    real = torch.ones(t, 2, 1) if pad is None else (~pad).T[..., None].float()
+    torch.testing.assert_close(fast * real, dense * real, atol=1e-5, rtol=1e-5)
+    assert c_calls.forwards == 1

@@ -43,15 +43,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from localnmt.attention import kernels
+from localnmt.attention.fast import band_cpu
 from localnmt.attention.fast.band_cpu import c_band_attention
 from localnmt.attention.kernels import AttentionProblem, register_kernel
 from localnmt.attention.methods.csan import HEAD_AREA, KEY_GROUPS, HeadArea
 
 #: Query block size. 32 measured best of {16, 32, 64} on the 2-core CPU (bench/band_attention.py).
 BLOCK = 32
-#: Shortest key sequence the kernel takes when not forced. The 1D band's alternative is fused
-#: SDPA with a boolean mask: fwd+bwd band / masked SDPA = 1.23 at T = 128, 0.75 at 256 (2-core
-#: CPU, B = 32, H = 8, d = 64, window 11, ``python -m bench.band_attention``).
+#: Shortest key sequence the blocked kernels take when not forced (the C path of band_cpu.py has
+#: none: it beats masked SDPA from T = 8 up, ``python -m bench.band_attention``). The 1D band's
+#: alternative is fused SDPA with a boolean mask: fwd+bwd band / masked SDPA = 1.23 at T = 128,
+#: 0.75 at 256 (2-core CPU, B = 32, H = 8, d = 64, window 11, ``python -m bench.band_attention``).
 MIN_LENGTH = 256
 #: The same for stacked key groups (2D-CSAN, 3 heads × 11), whose alternative is masked SDPA
 #: over all G·T keys: band / that = 1.23 at T = 64, 0.72 at 128, 0.38 at 256 (same run).
@@ -414,14 +416,6 @@ def band_kernel(problem: AttentionProblem) -> Tensor | None:
         return None  # not full self-attention (incremental decoding, cross-attention)
     if problem.causal and groups != 1:
         return None
-    forced = kernels.FORCE_KERNEL == "band"
-    if tq < (MIN_LENGTH if groups == 1 else MIN_LENGTH_GROUPED) and not forced:
-        return None
-    left, right = _band_reach(problem, heads)
-    if int(left.max()) + int(right.max()) + BLOCK >= 2 * tq and not forced:
-        return None  # band as wide as the sequence: dense is cheaper
-    if int(left.max()) >= tq or int(right.max()) >= tq:
-        left, right = left.clamp(max=tq), right.clamp(max=tq)
     k, v, area = problem.k, problem.v, None
     head_area = problem.ctx.extras.get(HEAD_AREA)
     if (
@@ -431,6 +425,17 @@ def band_kernel(problem: AttentionProblem) -> Tensor | None:
         and groups == 2 * head_area.half + 1
     ):
         k, v, area = head_area.k, head_area.v, head_area.half  # neighbouring heads in place
+    # the C kernel beats masked SDPA at every length measured (T = 8 to 1024): no threshold
+    c_path = band_cpu.applies(problem.q, problem.dropout_p) and (groups == 1 or area is not None)
+    forced = kernels.FORCE_KERNEL == "band"
+    short = tq < (MIN_LENGTH if groups == 1 else MIN_LENGTH_GROUPED)
+    if short and not (forced or c_path):
+        return None
+    left, right = _band_reach(problem, heads)
+    if int(left.max()) + int(right.max()) + BLOCK >= 2 * tq and not (forced or c_path):
+        return None  # band as wide as the sequence: dense is cheaper than the blocked kernels
+    if int(left.max()) >= tq or int(right.max()) >= tq:
+        left, right = left.clamp(max=tq), right.clamp(max=tq)
     return band_attention(
         problem.q,
         k,

@@ -34,14 +34,18 @@ _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 
 
+def applies(q: Tensor, dropout_p: float) -> bool:
+    """Whether the C kernel takes a problem with these queries (given a 1D or head-area key
+    layout): built, float32 on the CPU, no dropout."""
+    return ENABLED and dropout_p == 0.0 and q.device.type == "cpu" and q.dtype == torch.float32
+
+
 def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
                      key_padding_mask: Tensor | None, area: int | None,
                      dropout_p: float) -> Tensor | None:  # fmt: skip
     """``(B, H, T, d)`` band attention (``q`` pre-scaled; ``k``/``v`` ``(B, H, T, d)``;
     ``key_padding_mask`` ``(B, T)`` or, with ``area``, ``(B, G·T)``), or None if declined."""
-    if not ENABLED or dropout_p != 0.0:
-        return None
-    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (q, k, v)):
+    if not applies(q, dropout_p) or any(t.dtype != q.dtype or t.device != q.device for t in (k, v)):
         return None
     if k.shape != q.shape or v.shape != q.shape:
         return None  # stacked key groups without a head area

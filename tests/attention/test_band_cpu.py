@@ -143,6 +143,34 @@ def test_threads_split_sentences_with_the_same_numbers(c_calls):
 
 
 @needs_extension
+def test_forked_child_gets_its_own_thread_pool(c_calls):
+    """A pool made before fork has no threads in the child: the child must make its own."""
+    import multiprocessing
+
+    q, k, v, pad, kpad = test_band.inputs("left")
+    lt = rt = torch.full((4,), 5)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        with torch.no_grad():
+            want = band_attention(q, k, v, lt, rt, key_padding_mask=kpad)  # the parent's pool
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(1) as pool:
+            got = pool.apply_async(_band_in_child, (q.detach(), k.detach(), v.detach(), kpad))
+            got = got.get(timeout=60)  # a reused parent pool would never run the work
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(got, want)
+
+
+def _band_in_child(q, k, v, kpad):
+    torch.set_num_threads(3)
+    lt = rt = torch.full((4,), 5)
+    with torch.no_grad():
+        return band_attention(q, k, v, lt, rt, key_padding_mask=kpad)
+
+
+@needs_extension
 def test_sentence_of_padding_only_gives_zeros(c_calls):
     q, k, v, pad, kpad = test_band.inputs("right")
     kpad = kpad.clone()

@@ -16,6 +16,7 @@ was not built (no C compiler at install time).
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,7 +32,7 @@ except ImportError:  # no C compiler at install time: the blocked kernels run
 ENABLED = _band is not None
 
 _pool: ThreadPoolExecutor | None = None
-_pool_size = 0
+_pool_key = (0, 0)  # (process id, workers): a forked child must not reuse its parent's pool
 
 
 def applies(q: Tensor, dropout_p: float) -> bool:
@@ -70,14 +71,14 @@ def _sentence_ranges(bsz: int) -> list[tuple[int, int]]:
 
 def _run(fn, args: tuple, bsz: int, grads: tuple) -> None:
     """``fn(*args, b0, b1, grads)`` over sentence ranges, on this thread and the pool's."""
-    global _pool, _pool_size
+    global _pool, _pool_key
     ranges = _sentence_ranges(bsz)
     if len(ranges) == 1:
         fn(*args, 0, bsz, grads)
         return
-    if _pool is None or _pool_size < len(ranges) - 1:
-        _pool_size = len(ranges) - 1
-        _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="band")
+    if _pool is None or _pool_key[0] != os.getpid() or _pool_key[1] < len(ranges) - 1:
+        _pool_key = (os.getpid(), len(ranges) - 1)
+        _pool = ThreadPoolExecutor(max_workers=_pool_key[1], thread_name_prefix="band")
     futures = [_pool.submit(fn, *args, lo, hi, grads) for lo, hi in ranges[1:]]
     fn(*args, *ranges[0], grads)
     for future in futures:

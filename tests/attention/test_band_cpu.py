@@ -242,3 +242,30 @@ def test_short_sentences_take_the_c_kernel(spec, kind, c_calls):
     real = torch.ones(t, 2, 1) if pad is None else (~pad).T[..., None].float()
     torch.testing.assert_close(fast * real, dense * real, atol=1e-5, rtol=1e-5)
     assert c_calls.forwards == 1
+
+
+@needs_extension
+@pytest.mark.parametrize("area", [None, 1])
+def test_vmapped_backward_falls_back_to_torch_ops(area, c_calls):
+    """``jacobian(vectorize=True)`` runs the backward under vmap: its batched gradient has no
+    memory to hand to C, so backward differentiates the same attention in torch ops."""
+    q, k, v, pad, kpad = test_band.inputs("left", t=9)
+    q, k, v = (x.detach()[:1, :, :, :4] for x in (q, k, v))
+    kpad = kpad[:1]
+    lt, rt = torch.tensor([2, 1, 0, 3]), torch.tensor([1, 2, 3, 0])
+    groups = 1 if area is None else 3
+
+    def fast(q, k, v):
+        return band_attention(q, k, v, lt, rt, key_padding_mask=kpad.repeat(1, groups), area=area)
+
+    def dense(q, k, v):
+        ks = k if area is None else test_band.stacked(k, groups)
+        vs = v if area is None else test_band.stacked(v, groups)
+        return test_band.dense_band(q, ks, vs, lt, rt, kpad.repeat(1, groups), groups=groups)
+
+    got = torch.autograd.functional.jacobian(fast, (q, k, v), vectorize=True)
+    want = torch.autograd.functional.jacobian(dense, (q, k, v), vectorize=True)
+    real = ~kpad[0]  # padded queries' outputs are the kernel's own
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a[:, :, real], b[:, :, real], atol=1e-5, rtol=1e-5)
+    assert c_calls.forwards >= 1 and c_calls.backwards == 0

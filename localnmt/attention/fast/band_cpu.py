@@ -37,8 +37,27 @@ _pool_key = (0, 0)  # (process id, workers): a forked child must not reuse its p
 
 def applies(q: Tensor, dropout_p: float) -> bool:
     """Whether the C kernel takes a problem with these queries (given a 1D or head-area key
-    layout): built, float32 on the CPU, no dropout."""
-    return ENABLED and dropout_p == 0.0 and q.device.type == "cpu" and q.dtype == torch.float32
+    layout): built, float32 on the CPU, no dropout, a plain tensor with memory (not one of
+    ``torch.func``'s wrapped tensors or a tracing subclass)."""
+    return (
+        ENABLED
+        and dropout_p == 0.0
+        and q.device.type == "cpu"
+        and q.dtype == torch.float32
+        and has_memory(q)
+    )
+
+
+def has_memory(t: Tensor) -> bool:
+    """A plain tensor with storage: not ``torch.func``'s wrapped or batched tensors (inside a
+    vmapped backward a batched gradient looks plain but has no storage), not a subclass."""
+    if type(t) is not Tensor or torch._C._functorch.is_functorch_wrapped_tensor(t):
+        return False
+    try:
+        t.untyped_storage()
+    except (NotImplementedError, RuntimeError):
+        return False
+    return True
 
 
 def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
@@ -46,7 +65,9 @@ def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tenso
                      dropout_p: float) -> Tensor | None:  # fmt: skip
     """``(B, H, T, d)`` band attention (``q`` pre-scaled; ``k``/``v`` ``(B, H, T, d)``;
     ``key_padding_mask`` ``(B, T)`` or, with ``area``, ``(B, G·T)``), or None if declined."""
-    if not applies(q, dropout_p) or any(t.dtype != q.dtype or t.device != q.device for t in (k, v)):
+    if not applies(q, dropout_p) or not all(
+        has_memory(t) and t.dtype == q.dtype and t.device == q.device for t in (k, v)
+    ):
         return None
     if k.shape != q.shape or v.shape != q.shape:
         return None  # stacked key groups without a head area
@@ -111,9 +132,38 @@ class _CBand(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor):
         q, k, v, out, lse, left, right, real = ctx.saved_tensors
+        if not has_memory(grad):  # a vmap over backward (jacobian(vectorize=True), …)
+            with torch.enable_grad():
+                inputs = [t.detach().requires_grad_() for t in (q, k, v)]
+                dense = _dense_band(*inputs, left, right, real, ctx.area)
+                grads = torch.autograd.grad(dense, inputs, grad)
+            return (*grads, None, None, None, None)
         grad = grad.contiguous()
         dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
         args = _CBand._args(q, k, v, out, lse, real, left, right, ctx.area)
         grads = (grad.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
         _run(_band.backward, args, q.size(0), grads)
         return dq, dk, dv, None, None, None, None
+
+
+def _dense_band(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
+                real: Tensor | None, area: int) -> Tensor:  # fmt: skip
+    """The same attention with torch ops over a materialised (T, G·T) mask: what backward
+    differentiates when its gradient is a ``torch.func`` batched tensor (no memory to hand
+    to C; every op here has a batching rule). Rows without keys give 0."""
+    bsz, heads, t, _ = q.shape
+    groups = 1
+    if area >= 0:
+        from localnmt.attention.methods.csan import expand_heads
+
+        groups = 2 * area + 1
+        k, v = expand_heads(k, groups), expand_heads(v, groups)
+    i = torch.arange(t)[:, None]
+    rel = torch.arange(t).repeat(groups)[None, :] - i  # (T, G·T)
+    allowed = (rel >= -left.view(-1, 1, 1)) & (rel <= right.view(-1, 1, 1))  # (H, T, G·T)
+    allowed = allowed.unsqueeze(0)
+    if real is not None:
+        allowed = allowed & real.bool().repeat(1, groups)[:, None, None, :]
+    logits = (q @ k.transpose(-1, -2)).masked_fill(~allowed, float("-inf"))
+    probs = torch.softmax(logits, dim=-1).masked_fill(~allowed.any(-1, keepdim=True), 0.0)
+    return probs @ v

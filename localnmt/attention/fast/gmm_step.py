@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from localnmt.attention.fast.band_cpu import has_memory
+
 try:
     from localnmt import _gmm_step
 except ImportError:  # no C compiler at install time: the torch ops run
@@ -82,6 +84,8 @@ def mixture_post(layout: OutputLayout, outputs: Tensor, probs: Tensor, positions
     tensors = (outputs, probs, positions, length)
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
         return None
+    if not all(map(has_memory, (*tensors, *(() if real is None else (real,))))):
+        return None  # torch.func transforms, tracing subclasses
     batch, heads, tq, tk = probs.shape
     if tq != 1 or length.numel() != batch or positions.shape != (batch, tk):
         return None

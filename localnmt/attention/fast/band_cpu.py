@@ -10,8 +10,10 @@ memory is the inputs, the output and one float per query. Sentences are split am
 its own rows of the key and value gradients).
 
 It declines (returns None) dropout, dtypes other than float32, GPU tensors, stacked key groups
-that are not a head area (head selection), or when the optional extension ``localnmt._band``
-was not built (no C compiler at install time).
+that are not a head area (head selection), tensors without memory of their own (``torch.func``
+transforms, tracing subclasses), or when the optional extension ``localnmt._band`` was not
+built (no C compiler at install time). Under a vmap over backward (``jacobian(vectorize=True)``)
+backward differentiates the same attention in torch ops.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ def applies(q: Tensor, dropout_p: float) -> bool:
 def has_memory(t: Tensor) -> bool:
     """A plain tensor with storage: not ``torch.func``'s wrapped or batched tensors (inside a
     vmapped backward a batched gradient looks plain but has no storage), not a subclass."""
-    if type(t) is not Tensor or torch._C._functorch.is_functorch_wrapped_tensor(t):
+    if type(t) not in (Tensor, torch.nn.Parameter):
+        return False
+    if torch._C._functorch.is_functorch_wrapped_tensor(t):
         return False
     try:
         t.untyped_storage()

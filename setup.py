@@ -24,7 +24,7 @@ setup(
         Extension(
             f"localnmt.{name}",
             [f"localnmt/csrc/{source}"],
-            depends=["localnmt/csrc/vec_math.h", "localnmt/csrc/band_impl.h"],
+            depends=[f"localnmt/csrc/{h}" for h in ("vec_math.h", "builds.h", "band_impl.h")],
             extra_compile_args=["-O3", "-fno-trapping-math"],
             optional=True,
         )

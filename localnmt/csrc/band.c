@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builds.h"
 #include "vec_math.h"
 
 typedef struct {
@@ -63,27 +64,14 @@ typedef void (*ForwardFn)(const Band *, Py_ssize_t, Py_ssize_t, float *, Py_ssiz
 typedef void (*BackwardFn)(const Band *, const float *, float *, float *, float *, Py_ssize_t,
                            Py_ssize_t, float *, Py_ssize_t *);
 
-typedef struct {
-    const char *name;
-    ForwardFn forward;
-    BackwardFn backward;
-    int supported;
-} Build;
-
 #ifdef HAVE_X86_BUILDS
-static Build builds[] = {{"avx512", forward__avx512, backward__avx512, 0},
-                         {"avx2", forward__avx2, backward__avx2, 0},
-                         {"baseline", forward__baseline, backward__baseline, 1}};
-static void detect_builds(void) {
-    builds[0].supported = cpu_runs_avx512();
-    builds[1].supported = cpu_runs_avx2();
-}
+static const ForwardFn forwards[N_BUILDS] = {forward__avx512, forward__avx2, forward__baseline};
+static const BackwardFn backwards[N_BUILDS] = {backward__avx512, backward__avx2,
+                                               backward__baseline};
 #else
-static Build builds[] = {{"baseline", forward__baseline, backward__baseline, 1}};
-static void detect_builds(void) {}
+static const ForwardFn forwards[N_BUILDS] = {forward__baseline};
+static const BackwardFn backwards[N_BUILDS] = {backward__baseline};
 #endif
-#define N_BUILDS ((int)(sizeof builds / sizeof builds[0]))
-static const Build *current;
 
 /* Parse the problem shared by forward and backward; returns 0 with an exception set. */
 static int parse_band(PyObject *args, Band *P, Py_ssize_t *b0, Py_ssize_t *b1, uintptr_t *grads) {
@@ -137,7 +125,7 @@ static PyObject *band_forward(PyObject *self, PyObject *args) {
     Py_ssize_t *rows;
     if (!window_scratch(&P, &score, &rows)) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
-    current->forward(&P, b0, b1, score, rows);
+    forwards[build_current](&P, b0, b1, score, rows);
     Py_END_ALLOW_THREADS
     free(score);
     free(rows);
@@ -155,52 +143,18 @@ static PyObject *band_backward(PyObject *self, PyObject *args) {
     Py_ssize_t *rows;
     if (!window_scratch(&P, &score, &rows)) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
-    current->backward(&P, (const float *)g[0], (float *)g[1], (float *)g[2], (float *)g[3], b0,
-                      b1, score, rows);
+    backwards[build_current](&P, (const float *)g[0], (float *)g[1], (float *)g[2],
+                             (float *)g[3], b0, b1, score, rows);
     Py_END_ALLOW_THREADS
     free(score);
     free(rows);
     Py_RETURN_NONE;
 }
 
-static PyObject *use(PyObject *self, PyObject *args) {
-    const char *name;
-    if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
-    for (int i = 0; i < N_BUILDS; i++)
-        if (builds[i].supported && strcmp(builds[i].name, name) == 0) {
-            current = &builds[i];
-            Py_RETURN_NONE;
-        }
-    PyErr_Format(PyExc_ValueError, "build '%s' is not available on this CPU", name);
-    return NULL;
-}
-
-static PyObject *supported_builds(PyObject *self, PyObject *noargs) {
-    PyObject *names = PyList_New(0);
-    if (names == NULL) return NULL;
-    for (int i = 0; i < N_BUILDS; i++) {
-        if (!builds[i].supported) continue;
-        PyObject *name = PyUnicode_FromString(builds[i].name);
-        if (name == NULL || PyList_Append(names, name) < 0) {
-            Py_XDECREF(name);
-            Py_DECREF(names);
-            return NULL;
-        }
-        Py_DECREF(name);
-    }
-    return names;
-}
-
-static PyObject *in_use(PyObject *self, PyObject *noargs) {
-    return PyUnicode_FromString(current->name);
-}
-
 static PyMethodDef methods[] = {
     {"forward", band_forward, METH_VARARGS, "Band attention forward (see band.py, _CBand)."},
     {"backward", band_backward, METH_VARARGS, "Band attention backward (see band.py, _CBand)."},
-    {"use", use, METH_VARARGS, "Run the named build."},
-    {"builds", supported_builds, METH_NOARGS, "Builds this CPU runs, fastest first."},
-    {"in_use", in_use, METH_NOARGS, "The build in use."},
+    BUILD_METHODS,
     {NULL, NULL, 0, NULL},
 };
 
@@ -208,10 +162,5 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_band", NULL, -1, me
 
 PyMODINIT_FUNC PyInit__band(void) {
     detect_builds();
-    for (int i = 0; i < N_BUILDS; i++)
-        if (builds[i].supported) {
-            current = &builds[i];
-            break;
-        }
     return PyModule_Create(&module);
 }

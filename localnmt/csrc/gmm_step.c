@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builds.h"
 #include "vec_math.h"
 
 #define EXP_FLOOR (-87.0f)
@@ -98,70 +99,15 @@ static void row_params(const float *x, float length, const Layout *L, float *c, 
 typedef void (*MixtureFn)(const float *, int, int, const float *, const float *, const float *,
                           float *);
 
-typedef struct {
-    const char *name;
-    MixtureFn fn;
-    int supported;
-} Build;
-
 #ifdef HAVE_X86_BUILDS
 DEFINE_MIXTURE(mixture_baseline, exp_sse2, )
 DEFINE_MIXTURE(mixture_avx2, exp_floor, TARGET_AVX2)
 DEFINE_MIXTURE(mixture_avx512, exp_floor, TARGET_AVX512)
-
-static Build builds[] = {{"avx512", mixture_avx512, 0}, {"avx2", mixture_avx2, 0},
-                         {"baseline", mixture_baseline, 1}};
-
-static void detect_builds(void) {
-    builds[0].supported = cpu_runs_avx512();
-    builds[1].supported = cpu_runs_avx2();
-}
+static const MixtureFn mixtures[N_BUILDS] = {mixture_avx512, mixture_avx2, mixture_baseline};
 #else
 DEFINE_MIXTURE(mixture_baseline, exp_floor, )
-static Build builds[] = {{"baseline", mixture_baseline, 1}};
-static void detect_builds(void) {}
+static const MixtureFn mixtures[N_BUILDS] = {mixture_baseline};
 #endif
-#define N_BUILDS ((int)(sizeof builds / sizeof builds[0]))
-
-static MixtureFn row_mixture;
-static const char *row_mixture_name;
-
-/* use(name): run the eq. 6 loop of that build (tests run each one the CPU supports). */
-static PyObject *use(PyObject *self, PyObject *args) {
-    const char *name;
-    if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
-    for (int i = 0; i < N_BUILDS; i++)
-        if (builds[i].supported && strcmp(builds[i].name, name) == 0) {
-            row_mixture = builds[i].fn;
-            row_mixture_name = builds[i].name;
-            Py_RETURN_NONE;
-        }
-    PyErr_Format(PyExc_ValueError, "build '%s' is not available on this CPU", name);
-    return NULL;
-}
-
-/* builds(): the names of the builds this CPU can run, fastest first; the first is in use. */
-static PyObject *supported_builds(PyObject *self, PyObject *noargs) {
-    PyObject *names = PyList_New(0);
-    if (names == NULL) return NULL;
-    for (int i = 0; i < N_BUILDS; i++) {
-        if (!builds[i].supported) continue;
-        PyObject *name = PyUnicode_FromString(builds[i].name);
-        if (name == NULL || PyList_Append(names, name) < 0) {
-            Py_XDECREF(name);
-            Py_DECREF(names);
-            return NULL;
-        }
-        Py_DECREF(name);
-    }
-    return names;
-}
-
-/* in_use(): the build the eq. 6 loop runs now. */
-static PyObject *in_use(PyObject *self, PyObject *noargs) {
-    return PyUnicode_FromString(row_mixture_name);
-}
-
 
 static PyObject *mixture_post(PyObject *self, PyObject *args) {
     uintptr_t out_p, raw_p, probs_p, pos_p, length_p, real_p;
@@ -189,7 +135,7 @@ static PyObject *mixture_post(PyObject *self, PyObject *args) {
         for (Py_ssize_t r = 0; r < rows_per_batch; r++) {
             Py_ssize_t row = b * rows_per_batch + r;
             row_params(raw + row * raw_stride, length[b], &L, c, mu, sigma, &gate);
-            row_mixture(pos_b, (int)tk, L.k, c, mu, sigma, acc);
+            mixtures[build_current](pos_b, (int)tk, L.k, c, mu, sigma, acc);
             if (real_b)
                 for (Py_ssize_t j = 0; j < tk; j++) acc[j] = real_b[j] ? acc[j] : 0.0f;
             const float *alpha = probs + row * tk;
@@ -211,7 +157,7 @@ static PyObject *one_term(PyObject *self, PyObject *args) {
     Py_ssize_t tk;
     float c, mu, sigma;
     if (!PyArg_ParseTuple(args, "KKnfff", &out_p, &pos_p, &tk, &c, &mu, &sigma)) return NULL;
-    row_mixture((const float *)pos_p, (int)tk, 1, &c, &mu, &sigma, (float *)out_p);
+    mixtures[build_current]((const float *)pos_p, (int)tk, 1, &c, &mu, &sigma, (float *)out_p);
     Py_RETURN_NONE;
 }
 
@@ -219,9 +165,7 @@ static PyMethodDef methods[] = {
     {"mixture_post", mixture_post, METH_VARARGS,
      "Fused eq. 6 and 10-13 over float32 buffers given by address (see gmm_step.py)."},
     {"one_term", one_term, METH_VARARGS, "The eq. 6 loop with one component (tests)."},
-    {"use", use, METH_VARARGS, "Run the eq. 6 loop of the named build."},
-    {"builds", supported_builds, METH_NOARGS, "Builds this CPU runs, fastest first."},
-    {"in_use", in_use, METH_NOARGS, "The build in use."},
+    BUILD_METHODS,
     {NULL, NULL, 0, NULL},
 };
 
@@ -229,11 +173,5 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gmm_step", NULL, -1
 
 PyMODINIT_FUNC PyInit__gmm_step(void) {
     detect_builds();
-    for (int i = 0; i < N_BUILDS; i++)
-        if (builds[i].supported) {
-            row_mixture = builds[i].fn;
-            row_mixture_name = builds[i].name;
-            break;
-        }
     return PyModule_Create(&module);
 }

@@ -13,8 +13,9 @@ import torch
 from localnmt.attention.fast import band_cpu
 from localnmt.attention.fast.band import band_attention
 
+C_EXTENSION = band_cpu._band  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(
-    band_cpu._band is None, reason="localnmt._band was not built (no C compiler)"
+    C_EXTENSION is None, reason="localnmt._band was not built (no C compiler)"
 )
 
 
@@ -39,18 +40,6 @@ def c_calls(monkeypatch):
     monkeypatch.setattr(band_cpu, "_band", counter)
     monkeypatch.setattr(band_cpu, "ENABLED", True)
     return counter
-
-
-@pytest.fixture(params=["avx512", "avx2", "baseline"])
-def build(request):
-    """Each build of the C kernel this CPU runs (the fastest is used by default)."""
-    module = band_cpu._band
-    if request.param not in module.builds():
-        pytest.skip(f"this CPU does not run the {request.param} build")
-    default = module.in_use()
-    module.use(request.param)
-    yield request.param
-    module.use(default)
 
 
 @needs_extension

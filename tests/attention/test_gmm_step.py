@@ -10,40 +10,20 @@ import shutil
 import sysconfig
 
 import pytest
+import test_gmm
 import torch
 
-from localnmt.attention import AttentionSite, LocalAttention
+from localnmt.attention import LocalAttention
 from localnmt.attention.fast import gmm_step
-from localnmt.attention.spec import build_modifiers, parse_spec
 
-E, H, B, TQ = 32, 4, 3, 4
+E, B, TQ = test_gmm.E, 3, 4
 RTOL = 1e-5  # μ = J·sigmoid: one rounding of the sigmoid moves z by up to J/σ ulps
 
+C_EXTENSION = gmm_step._gmm_step  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(
-    gmm_step._gmm_step is None, reason="localnmt._gmm_step was not built (no C compiler)"
+    C_EXTENSION is None, reason="localnmt._gmm_step was not built (no C compiler)"
 )
-
-
-@pytest.fixture(params=["avx512", "avx2", "baseline"])
-def build(request):
-    """Each build of the C eq. 6 loop this CPU runs (the fastest is used by default)."""
-    module = gmm_step._gmm_step
-    if request.param not in module.builds():
-        pytest.skip(f"this CPU does not run the {request.param} build")
-    default = module.in_use()
-    module.use(request.param)
-    yield request.param
-    module.use(default)
-
-
-def make(spec: str, seed: int = 0) -> LocalAttention:
-    torch.manual_seed(seed)
-    site = AttentionSite("cross", 0, 1, E, H)
-    attn = LocalAttention(
-        E, H, site=site, modifiers=build_modifiers(parse_spec(spec), site),
-        encoder_decoder_attention=True,
-    )  # fmt: skip
-    return attn.eval()
+make = test_gmm.make  # a cross-attention LocalAttention with the spec's modifiers, eval mode
 
 
 def inputs(tk: int, side: str | None, seed: int = 1):

@@ -74,8 +74,9 @@ static const BackwardFn backwards[N_BUILDS] = {backward__baseline};
 #endif
 
 /* Parse the problem shared by forward and backward; returns 0 with an exception set. */
-static int parse_band(PyObject *args, Band *P, Py_ssize_t *b0, Py_ssize_t *b1, uintptr_t *grads) {
-    uintptr_t q, k, v, out, lse, real, left, right;
+static int parse_band(PyObject *args, Band *P, Py_ssize_t *b0, Py_ssize_t *b1,
+                      unsigned long long *grads) {
+    unsigned long long q, k, v, out, lse, real, left, right; /* "K": addresses */
     if (!PyArg_ParseTuple(args, "KKKKKKKKnnniinn(KKKK)", &q, &k, &v, &out, &lse, &real, &left,
                           &right, &P->h, &P->t, &P->d, &P->groups, &P->area, b0, b1, &grads[0],
                           &grads[1], &grads[2], &grads[3]))
@@ -90,7 +91,10 @@ static int parse_band(PyObject *args, Band *P, Py_ssize_t *b0, Py_ssize_t *b1, u
     P->right = (const int64_t *)right;
     if (P->groups < 1 || P->h < 1 || P->t < 1 || P->d < 1 || (P->area >= 0) != (P->groups > 1) ||
         (P->area >= 0 && P->groups != 2 * P->area + 1)) {
-        PyErr_SetString(PyExc_ValueError, "band: inconsistent sizes, groups or area");
+        PyErr_Format(PyExc_ValueError,
+                     "band: H=%zd, T=%zd, d=%zd must be >= 1 and groups=%d must be 1 with "
+                     "area=-1 or 2*area+1 with area >= 1 (area=%d)",
+                     P->h, P->t, P->d, P->groups, P->area);
         return 0;
     }
     return 1;
@@ -119,7 +123,7 @@ static int window_scratch(const Band *P, float **score, Py_ssize_t **rows) {
 static PyObject *band_forward(PyObject *self, PyObject *args) {
     Band P;
     Py_ssize_t b0, b1;
-    uintptr_t unused[4];
+    unsigned long long unused[4];
     if (!parse_band(args, &P, &b0, &b1, unused)) return NULL;
     float *score;
     Py_ssize_t *rows;
@@ -137,7 +141,7 @@ static PyObject *band_forward(PyObject *self, PyObject *args) {
 static PyObject *band_backward(PyObject *self, PyObject *args) {
     Band P;
     Py_ssize_t b0, b1;
-    uintptr_t g[4];
+    unsigned long long g[4];
     if (!parse_band(args, &P, &b0, &b1, g)) return NULL;
     float *score;
     Py_ssize_t *rows;

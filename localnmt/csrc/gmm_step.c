@@ -4,7 +4,8 @@
  * Python wrapper and the conditions it is used under: localnmt/attention/fast/gmm_step.py.
  * The eager path in localnmt/attention/methods/gmm.py is the reference; this file follows its
  * arithmetic operation by operation (same order, same constants), so the two differ only by
- * the rounding of exp/log (a few units in the last place).
+ * the rounding of exp/log (a few units in the last place) and, in the AVX builds, of the
+ * multiply-adds the compiler fuses.
  *
  * Built by setup.py with -O3 -fno-trapping-math (the clamps below become vector selects, so the
  * eq. 6 loop vectorises; no result changes).
@@ -110,7 +111,7 @@ static const MixtureFn mixtures[N_BUILDS] = {mixture_baseline};
 #endif
 
 static PyObject *mixture_post(PyObject *self, PyObject *args) {
-    uintptr_t out_p, raw_p, probs_p, pos_p, length_p, real_p;
+    unsigned long long out_p, raw_p, probs_p, pos_p, length_p, real_p; /* "K": addresses */
     Py_ssize_t batch, rows_per_batch, tk, raw_stride;
     Layout L;
     if (!PyArg_ParseTuple(args, "KKKKKKnnnniiiiiiiiff", &out_p, &raw_p, &probs_p, &pos_p,
@@ -153,7 +154,7 @@ static PyObject *mixture_post(PyObject *self, PyObject *args) {
 /* one_term(out, pos, tk, c, mu, sigma): exp(max(c - z^2/2, -87)) over tk keys, the eq. 6 loop
  * of the build in use with one component (for tests of the exp approximation). */
 static PyObject *one_term(PyObject *self, PyObject *args) {
-    uintptr_t out_p, pos_p;
+    unsigned long long out_p, pos_p;
     Py_ssize_t tk;
     float c, mu, sigma;
     if (!PyArg_ParseTuple(args, "KKnfff", &out_p, &pos_p, &tk, &c, &mu, &sigma)) return NULL;

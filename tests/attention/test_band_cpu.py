@@ -258,3 +258,64 @@ def test_vmapped_backward_falls_back_to_torch_ops(area, c_calls):
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a[:, :, real], b[:, :, real], atol=1e-5, rtol=1e-5)
     assert c_calls.forwards >= 1 and c_calls.backwards == 0
+
+
+@needs_extension
+def test_double_backward_differentiates_in_torch_ops(c_calls):
+    """``create_graph=True``: the C backward writes through addresses autograd cannot see, so
+    backward runs in torch ops and the gradient can be differentiated again."""
+    q, k, v, pad, kpad = test_band.inputs("left")
+    lt, rt = torch.full((4,), 2), torch.full((4,), 45)  # left padding: every query has a key
+    real = (~pad)[:, None, :, None]
+
+    def second_order(attend):
+        out = attend(q, k, v) * real
+        (gq,) = torch.autograd.grad(out.square().sum(), q, create_graph=True)
+        return torch.autograd.grad(gq.square().sum(), (q, k, v))
+
+    def plain(q, k, v):  # every row has a key: a masked softmax without empty-row care
+        rel = torch.arange(45)[None, :] - torch.arange(45)[:, None]
+        allowed = (rel >= -2) & (rel <= 45) & ~kpad[:, None, None, :]
+        logits = (q @ k.transpose(-1, -2)).masked_fill(~allowed, float("-inf"))
+        return torch.softmax(logits, -1) @ v
+
+    got = second_order(lambda q, k, v: band_attention(q, k, v, lt, rt, key_padding_mask=kpad))
+    want = second_order(plain)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-4)
+    # the C forward ran; its backward only where no graph was asked for (the second grad
+    # passes back through the first one's use of the output)
+    assert c_calls.forwards == 1 and c_calls.backwards == 1
+
+
+@needs_extension
+def test_one_band_for_every_head_broadcasts(c_calls):
+    """A (1,) band is every head's, as in the blocked kernels; reaches beyond T are T."""
+    q, k, v, pad, kpad = test_band.inputs("right")
+    got = band_attention(q, k, v, torch.tensor([2]), torch.tensor([1 << 40]), key_padding_mask=kpad)
+    want = test_band.dense_band(q, k, v, torch.full((4,), 2), torch.full((4,), 45), kpad)
+    test_band.assert_same_at_real_queries(got, want, pad, (q, k, v))
+    assert c_calls.forwards == 1
+
+
+@needs_extension
+def test_wide_bands_keep_the_length_rules(c_calls):
+    """Windows wider than C_WINDOW keys (bi_direct's half sentence, a head without a window)
+    are not taken below the blocked kernels' threshold: the C kernel's cost grows with them."""
+    from localnmt.attention.context import AttentionSite
+    from localnmt.attention.fast import band
+    from localnmt.attention.pipeline import LocalAttention
+    from localnmt.attention.spec import build_modifiers, parse_spec
+
+    site = AttentionSite("encoder_self", 0, 1, 16, 4)
+    taken = []
+    for window in (band.C_WINDOW - 1, band.C_WINDOW + 1):  # odd windows either side
+        spec = f"csan_1d[window={window}]"
+        att = LocalAttention(16, 4, site=site, modifiers=build_modifiers(parse_spec(spec), site),
+                             self_attention=True)  # fmt: skip
+        x = torch.randn(band.MIN_LENGTH // 2, 2, 16)
+        before = c_calls.forwards
+        with torch.no_grad():
+            att(x, x, x, need_weights=False)
+        taken.append(c_calls.forwards > before)
+    assert taken == [True, False]

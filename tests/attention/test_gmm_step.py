@@ -171,3 +171,20 @@ def test_extension_is_built_where_a_compiler_is():
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler})")
     assert gmm_step._gmm_step is not None and gmm_step.ENABLED
+
+
+@needs_extension
+def test_declines_a_real_mask_it_cannot_read():
+    """``real`` must be (B, Tk) bool and the outputs (B, H, 1, ·): anything else is declined."""
+    layout = gmm_step.OutputLayout.of(("mu", "sigma", "omega", "gate"), (4, 4, 4, 1), 4, "gate",
+                                      0.5)  # fmt: skip
+    b, h, tk = 2, 3, 5
+    outputs, probs = torch.randn(b, h, 1, 16), torch.softmax(torch.randn(b, h, 1, tk), -1)
+    positions = torch.arange(tk).float().add(0.5).expand(b, tk)
+    length = torch.full((b, 1, 1, 1), float(tk))
+    real = torch.ones(b, tk, dtype=torch.bool)
+    with torch.no_grad():
+        assert gmm_step.mixture_post(layout, outputs, probs, positions, length, real) is not None
+        for bad in (real.to(torch.uint8), real.float(), real[:, :-1]):
+            assert gmm_step.mixture_post(layout, outputs, probs, positions, length, bad) is None
+        assert gmm_step.mixture_post(layout, outputs[:1], probs, positions, length, real) is None

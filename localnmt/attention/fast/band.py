@@ -51,7 +51,8 @@ from localnmt.attention.methods.csan import HEAD_AREA, KEY_GROUPS, HeadArea
 #: Query block size. 32 measured best of {16, 32, 64} on the 2-core CPU (bench/band_attention.py).
 BLOCK = 32
 #: Shortest key sequence the blocked kernels take when not forced (the C path of band_cpu.py has
-#: none: it beats masked SDPA from T = 8 up, ``python -m bench.band_attention``). The 1D band's
+#: none for windows up to C_WINDOW keys: with 11 it beat masked SDPA from T = 8 up,
+#: ``python -m bench.band_attention``). The 1D band's
 #: alternative is fused SDPA with a boolean mask: fwd+bwd band / masked SDPA = 1.23 at T = 128,
 #: 0.75 at 256 (2-core CPU, B = 32, H = 8, d = 64, window 11, ``python -m bench.band_attention``).
 MIN_LENGTH = 256
@@ -64,6 +65,9 @@ MIN_LENGTH_GROUPED = 128
 #: MiB, band 2D 0.80 / 0.77 / 0.78 / 0.88, 2D-CSAN layer peak 316 / 367 / 443 / 519 MiB
 #: (plain layer 322).
 CHUNK_BYTES = 16 << 20
+#: Widest band (keys per head and group) the C kernel takes without the length rules above:
+#: its cost grows with the window, and it was measured with windows of 11 (bench/README.md).
+C_WINDOW = 64
 
 
 def _flash_cpu_ops() -> tuple[Any, Any]:
@@ -425,14 +429,16 @@ def band_kernel(problem: AttentionProblem) -> Tensor | None:
         and groups == 2 * head_area.half + 1
     ):
         k, v, area = head_area.k, head_area.v, head_area.half  # neighbouring heads in place
-    # the C kernel beats masked SDPA at every length measured (T = 8 to 1024): no threshold
-    c_path = band_cpu.applies(problem.q, problem.dropout_p) and (groups == 1 or area is not None)
+    left, right = _band_reach(problem, heads)
+    widest = int(left.max()) + int(right.max()) + 1
+    # the C kernel beat masked SDPA at every length measured (T = 8 to 1024, windows of 11 keys
+    # in 1D and in each of 2D's 3 heads): no length threshold for windows up to C_WINDOW
+    c_path = band_cpu.takes(problem.q, k, v, problem.dropout_p) and widest <= C_WINDOW
     forced = kernels.FORCE_KERNEL == "band"
     short = tq < (MIN_LENGTH if groups == 1 else MIN_LENGTH_GROUPED)
     if short and not (forced or c_path):
         return None
-    left, right = _band_reach(problem, heads)
-    if int(left.max()) + int(right.max()) + BLOCK >= 2 * tq and not (forced or c_path):
+    if widest - 1 + BLOCK >= 2 * tq and not (forced or c_path):
         return None  # band as wide as the sequence: dense is cheaper than the blocked kernels
     if int(left.max()) >= tq or int(right.max()) >= tq:
         left, right = left.clamp(max=tq), right.clamp(max=tq)

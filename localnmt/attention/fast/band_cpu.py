@@ -13,13 +13,14 @@ It declines (returns None) dropout, dtypes other than float32, GPU tensors, stac
 that are not a head area (head selection), tensors without memory of their own (``torch.func``
 transforms, tracing subclasses), or when the optional extension ``localnmt._band`` was not
 built (no C compiler at install time). Under a vmap over backward (``jacobian(vectorize=True)``)
-backward differentiates the same attention in torch ops.
+and with ``create_graph`` (double backward) backward differentiates the same attention in
+torch ops.
 """
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import torch
@@ -37,16 +38,19 @@ _pool: ThreadPoolExecutor | None = None
 _pool_key = (0, 0)  # (process id, workers): a forked child must not reuse its parent's pool
 
 
-def applies(q: Tensor, dropout_p: float) -> bool:
-    """Whether the C kernel takes a problem with these queries (given a 1D or head-area key
-    layout): built, float32 on the CPU, no dropout, a plain tensor with memory (not one of
+def takes(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> bool:
+    """Whether the C kernel takes these inputs (1D or head-area layout: ``k``/``v`` shaped like
+    ``q``): built, float32 on the CPU, no dropout, plain tensors with memory (not
     ``torch.func``'s wrapped tensors or a tracing subclass)."""
     return (
         ENABLED
         and dropout_p == 0.0
-        and q.device.type == "cpu"
-        and q.dtype == torch.float32
-        and has_memory(q)
+        and k.shape == q.shape
+        and v.shape == q.shape
+        and all(
+            t.device.type == "cpu" and t.dtype == torch.float32 and has_memory(t)
+            for t in (q, k, v)
+        )
     )
 
 
@@ -69,12 +73,8 @@ def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tenso
                      dropout_p: float) -> Tensor | None:  # fmt: skip
     """``(B, H, T, d)`` band attention (``q`` pre-scaled; ``k``/``v`` ``(B, H, T, d)``;
     ``key_padding_mask`` ``(B, T)`` or, with ``area``, ``(B, G·T)``), or None if declined."""
-    if not applies(q, dropout_p) or not all(
-        has_memory(t) and t.dtype == q.dtype and t.device == q.device for t in (k, v)
-    ):
+    if not takes(q, k, v, dropout_p):
         return None
-    if k.shape != q.shape or v.shape != q.shape:
-        return None  # stacked key groups without a head area
     bsz, heads, t, _ = q.shape
     if area == 0:  # a head area of one head is the 1D layout
         area = None
@@ -83,8 +83,9 @@ def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tenso
     real = None
     if key_padding_mask is not None:
         real = (~key_padding_mask.view(bsz, -1, t)[:, 0].bool()).to(torch.uint8).contiguous()
-    left = left.to(device="cpu", dtype=torch.int64).contiguous()
-    right = right.to(device="cpu", dtype=torch.int64).contiguous()
+    # one band per head, as the blocked kernels broadcast it; reaches beyond T change nothing
+    left = left.to(device="cpu", dtype=torch.int64).expand(heads).clamp(-t, t).contiguous()
+    right = right.to(device="cpu", dtype=torch.int64).expand(heads).clamp(-t, t).contiguous()
     return _CBand.apply(q, k, v, left, right, real, -1 if area is None else area)
 
 
@@ -105,13 +106,16 @@ def _run(fn, args: tuple, bsz: int, grads: tuple) -> None:
         _pool_key = (os.getpid(), len(ranges) - 1)
         _pool = ThreadPoolExecutor(max_workers=_pool_key[1], thread_name_prefix="band")
     futures = [_pool.submit(fn, *args, lo, hi, grads) for lo, hi in ranges[1:]]
-    fn(*args, *ranges[0], grads)
+    try:
+        fn(*args, *ranges[0], grads)
+    finally:  # the threads write into the caller's tensors: never return before they end
+        wait(futures)
     for future in futures:
         future.result()
 
 
 class _CBand(torch.autograd.Function):
-    """Forward and backward of band.c; saves q, k, v, the output and the log-sum-exp."""
+    """Forward and backward of band.c; keeps q, k, v, the output and the log-sum-exp."""
 
     @staticmethod
     def _args(q, k, v, out, lse, real, left, right, area) -> tuple:
@@ -124,30 +128,38 @@ class _CBand(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
                 real: Tensor | None, area: int) -> Tensor:  # fmt: skip
+        # the inputs as given are saved (a double backward differentiates through them)
+        ctx.save_for_backward(q, k, v)
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         out = torch.empty_like(q)
-        lse = torch.empty(q.shape[:3], dtype=torch.float32)
+        lse = q.new_empty(q.shape[:3])
         args = _CBand._args(q, k, v, out, lse, real, left, right, area)
         _run(_band.forward, args, q.size(0), (0, 0, 0, 0))
-        ctx.save_for_backward(q, k, v, out, lse, left, right, real)
+        ctx.rest = (out, lse, left, right, real)
         ctx.area = area
         return out
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):
-        q, k, v, out, lse, left, right, real = ctx.saved_tensors
-        if not has_memory(grad):  # a vmap over backward (jacobian(vectorize=True), …)
+        q, k, v = ctx.saved_tensors
+        out, lse, left, right, real = ctx.rest
+        none = (None, None, None, None)
+        if torch.is_grad_enabled():  # create_graph: a backward to differentiate, in torch ops
+            inputs = [t for t in (q, k, v) if t.requires_grad]
+            dense = _dense_band(q, k, v, left, right, real, ctx.area)
+            found = iter(torch.autograd.grad(dense, inputs, grad, create_graph=True))
+            return (*(next(found) if t.requires_grad else None for t in (q, k, v)), *none)
+        if not has_memory(grad):  # vmap over backward (jacobian(vectorize=True)): torch ops
             with torch.enable_grad():
                 inputs = [t.detach().requires_grad_() for t in (q, k, v)]
                 dense = _dense_band(*inputs, left, right, real, ctx.area)
-                grads = torch.autograd.grad(dense, inputs, grad)
-            return (*grads, None, None, None, None)
-        grad = grad.contiguous()
+                return (*torch.autograd.grad(dense, inputs, grad), *none)
+        q, k, v, grad = q.contiguous(), k.contiguous(), v.contiguous(), grad.contiguous()
         dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
         args = _CBand._args(q, k, v, out, lse, real, left, right, ctx.area)
         grads = (grad.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
         _run(_band.backward, args, q.size(0), grads)
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv, *none
 
 
 def _dense_band(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
@@ -162,12 +174,12 @@ def _dense_band(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
 
         groups = 2 * area + 1
         k, v = expand_heads(k, groups), expand_heads(v, groups)
-    i = torch.arange(t)[:, None]
-    rel = torch.arange(t).repeat(groups)[None, :] - i  # (T, G·T)
+    i = torch.arange(t, device=q.device)[:, None]
+    rel = torch.arange(t, device=q.device).repeat(groups)[None, :] - i  # (T, G·T)
     allowed = (rel >= -left.view(-1, 1, 1)) & (rel <= right.view(-1, 1, 1))  # (H, T, G·T)
     allowed = allowed.unsqueeze(0)
     if real is not None:
         allowed = allowed & real.bool().repeat(1, groups)[:, None, None, :]
-    logits = (q @ k.transpose(-1, -2)).masked_fill(~allowed, float("-inf"))
-    probs = torch.softmax(logits, dim=-1).masked_fill(~allowed.any(-1, keepdim=True), 0.0)
-    return probs @ v
+    empty = ~allowed.any(-1, keepdim=True)  # rows without keys: 0, and no NaN in any gradient
+    logits = (q @ k.transpose(-1, -2)).masked_fill(~allowed, float("-inf")).masked_fill(empty, 0)
+    return torch.softmax(logits, dim=-1).masked_fill(empty, 0.0) @ v

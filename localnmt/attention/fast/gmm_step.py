@@ -9,7 +9,8 @@ optional extension ``localnmt._gmm_step``), for the ``approx`` variant (the pape
 with any ``share``/``fusion``, float32 on the CPU, without autograd.
 
 It declines (returns None, and the torch ops run) anything else, or when the extension was
-not built. It differs from the torch ops only by the rounding of exp and log, which μ = J·s
+not built. It differs from the torch ops by the rounding of exp and log (and, in the AVX
+builds, of multiply-adds the compiler fuses), which μ = J·s
 and z = (j − μ)/σ amplify by up to J/σ: tests ask for 1e-5 relative on the attention weights,
 exp itself within 2 ulp, and the same beam-search hypotheses.
 """
@@ -88,6 +89,10 @@ def mixture_post(layout: OutputLayout, outputs: Tensor, probs: Tensor, positions
         return None  # torch.func transforms, tracing subclasses
     batch, heads, tq, tk = probs.shape
     if tq != 1 or length.numel() != batch or positions.shape != (batch, tk):
+        return None
+    if outputs.shape[:3] != (batch, heads, 1):
+        return None
+    if real is not None and (real.dtype != torch.bool or real.shape != (batch, tk)):
         return None
     outputs, probs = outputs.contiguous(), probs.contiguous()
     positions, length = positions.contiguous(), length.contiguous()

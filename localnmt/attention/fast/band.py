@@ -66,8 +66,10 @@ MIN_LENGTH_GROUPED = 128
 #: (plain layer 322).
 CHUNK_BYTES = 16 << 20
 #: Widest band (keys per head and group) the C kernel takes without the length rules above:
-#: its cost grows with the window, and it was measured with windows of 11 (bench/README.md).
-C_WINDOW = 64
+#: its cost grows with the window. ``python -m bench.band_attention`` (1D, ÷ dense SDPA, masked
+#: SDPA about 1.0): window 11: 0.51 at T = 64, 0.35 at 128; window 63: 1.75 and 1.43 (2-core
+#: CPU). Linear in the window, the two cross near 30 keys at T = 64.
+C_WINDOW = 24
 
 
 def _flash_cpu_ops() -> tuple[Any, Any]:
@@ -431,8 +433,8 @@ def band_kernel(problem: AttentionProblem) -> Tensor | None:
         k, v, area = head_area.k, head_area.v, head_area.half  # neighbouring heads in place
     left, right = _band_reach(problem, heads)
     widest = int(left.max()) + int(right.max()) + 1
-    # the C kernel beat masked SDPA at every length measured (T = 8 to 1024, windows of 11 keys
-    # in 1D and in each of 2D's 3 heads): no length threshold for windows up to C_WINDOW
+    # with windows of 11 keys (1D, and each of 2D's 3 heads) the C kernel beat masked SDPA at
+    # every length measured (T = 8 to 1024): no length threshold for windows up to C_WINDOW
     c_path = band_cpu.takes(problem.q, k, v, problem.dropout_p) and widest <= C_WINDOW
     forced = kernels.FORCE_KERNEL == "band"
     short = tq < (MIN_LENGTH if groups == 1 else MIN_LENGTH_GROUPED)

@@ -119,41 +119,33 @@ static int window_scratch(const Band *P, float **score, Py_ssize_t **rows) {
     return 1;
 }
 
-/* forward(q, k, v, out, lse, real, left, right, H, T, d, groups, area, b0, b1, (0, 0, 0, 0)) */
-static PyObject *band_forward(PyObject *self, PyObject *args) {
+/* Forward (backward = 0) or backward of sentences b0 … b1-1, with the GIL released. */
+static PyObject *run_band(PyObject *args, int backward) {
     Band P;
     Py_ssize_t b0, b1;
-    unsigned long long unused[4];
-    if (!parse_band(args, &P, &b0, &b1, unused)) return NULL;
+    unsigned long long g[4]; /* backward: dout, dq, dk, dv */
+    if (!parse_band(args, &P, &b0, &b1, g)) return NULL;
     float *score;
     Py_ssize_t *rows;
     if (!window_scratch(&P, &score, &rows)) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
-    forwards[build_current](&P, b0, b1, score, rows);
+    if (backward)
+        backwards[build_current](&P, (const float *)g[0], (float *)g[1], (float *)g[2],
+                                 (float *)g[3], b0, b1, score, rows);
+    else
+        forwards[build_current](&P, b0, b1, score, rows);
     Py_END_ALLOW_THREADS
     free(score);
     free(rows);
     Py_RETURN_NONE;
 }
 
+/* forward(q, k, v, out, lse, real, left, right, H, T, d, groups, area, b0, b1, (0, 0, 0, 0)) */
+static PyObject *band_forward(PyObject *self, PyObject *args) { return run_band(args, 0); }
+
 /* backward(q, k, v, out, lse, real, left, right, H, T, d, groups, area, b0, b1,
  *          (dout, dq, dk, dv)): dq written, dk and dv added to. */
-static PyObject *band_backward(PyObject *self, PyObject *args) {
-    Band P;
-    Py_ssize_t b0, b1;
-    unsigned long long g[4];
-    if (!parse_band(args, &P, &b0, &b1, g)) return NULL;
-    float *score;
-    Py_ssize_t *rows;
-    if (!window_scratch(&P, &score, &rows)) return PyErr_NoMemory();
-    Py_BEGIN_ALLOW_THREADS
-    backwards[build_current](&P, (const float *)g[0], (float *)g[1], (float *)g[2],
-                             (float *)g[3], b0, b1, score, rows);
-    Py_END_ALLOW_THREADS
-    free(score);
-    free(rows);
-    Py_RETURN_NONE;
-}
+static PyObject *band_backward(PyObject *self, PyObject *args) { return run_band(args, 1); }
 
 static PyMethodDef methods[] = {
     {"forward", band_forward, METH_VARARGS, "Band attention forward (see band.py, _CBand)."},

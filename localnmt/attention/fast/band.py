@@ -68,7 +68,7 @@ CHUNK_BYTES = 16 << 20
 #: Widest band (keys per head and group) the C kernel takes without the length rules above:
 #: its cost grows with the window. ``python -m bench.band_attention`` (1D, ÷ dense SDPA, masked
 #: SDPA about 1.0): window 11: 0.51 at T = 64, 0.35 at 128; window 63: 1.75 and 1.43 (2-core
-#: CPU). Linear in the window, the two cross near 30 keys at T = 64.
+#: CPU). Interpolated linearly (not measured between), they cross near 30 keys at T = 64.
 C_WINDOW = 24
 
 

@@ -164,9 +164,10 @@ class _CBand(torch.autograd.Function):
 
 def _dense_band(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
                 real: Tensor | None, area: int) -> Tensor:  # fmt: skip
-    """The same attention with torch ops over a materialised (T, G·T) mask: what backward
-    differentiates when its gradient is a ``torch.func`` batched tensor (no memory to hand
-    to C; every op here has a batching rule). Rows without keys give 0."""
+    """The same attention with torch ops over a materialised (T, G·T) mask, rows without keys
+    0: what backward differentiates where C cannot run (a ``torch.func`` batched gradient, or
+    ``create_graph``). Plain matmul and softmax rather than kernels.masked_sdpa: fused SDPA's
+    CPU backward cannot be differentiated again (tests/attention/test_band_cpu.py)."""
     bsz, heads, t, _ = q.shape
     groups = 1
     if area >= 0:

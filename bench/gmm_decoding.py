@@ -3,11 +3,13 @@
     python -m bench.gmm_decoding [--length 32] [--repeats 7]
 
 Beam search (``bench.generation``: 8 sentences, beam 4, exactly T steps) with the fairseq
-baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in four
+baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in five
 forms: the full model (eq. 6 and 10-13 in the fused C step, ``fast/gmm_step.py``, where it is
-built); the full model with torch ops only; ``post`` returning the softmax unchanged (what
-remains is the reference path the modifier needs for probabilities); and ``post`` running only
-the predictors (eq. 7-9, 14) and returning the softmax. Prints seconds per batch and the
+built; cross-attention keys stored once per sentence, ``attention/shared_source.py``); the full
+model with torch ops only; the full model with keys stored per hypothesis, as fairseq does;
+``post`` returning the softmax unchanged (what remains is the reference path the modifier
+needs for probabilities); and ``post`` running only the predictors (eq. 7-9, 14) and
+returning the softmax. Prints seconds per batch and the
 difference of each form to the baseline: full − predictors-only is what eq. 6 and 10-13 cost.
 """
 
@@ -24,6 +26,7 @@ from bench.machine import describe, machine_info
 from bench.measure import interleaved
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import make_batch, make_dictionary
+from localnmt.attention import shared_source
 from localnmt.attention.fast import gmm_step
 from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
@@ -38,10 +41,12 @@ def _predictors_only(self: GaussianMixture, ctx, probs):
     return probs
 
 
-#: form name: (post, whether the C step may run)
-FORMS = {"full": (None, True), "full, torch ops": (None, False),
-         "reference path only": (_softmax_unchanged, False),
-         "+ predictors": (_predictors_only, False)}  # fmt: skip
+#: form name: (post, whether the C step may run, whether cross-attention keeps one key row
+#: per sentence instead of per hypothesis: attention/shared_source.py)
+FORMS = {"full": (None, True, True), "full, torch ops": (None, False, True),
+         "full, keys per hypothesis": (None, True, False),
+         "reference path only": (_softmax_unchanged, False, True),
+         "+ predictors": (_predictors_only, False, True)}  # fmt: skip
 
 
 def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: int) -> dict:
@@ -61,15 +66,17 @@ def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: 
 
     fused = gmm_step.ENABLED
 
-    def form(post: Callable | None, c_step: bool) -> Callable[[], object]:
+    def form(post: Callable | None, c_step: bool, shared: bool) -> Callable[[], object]:
         def run() -> object:
             GaussianMixture.post = post or original
             gmm_step.ENABLED = fused and c_step
+            shared_source.ENABLED = shared
             try:
                 return cand.run(batch)
             finally:
                 GaussianMixture.post = original
                 gmm_step.ENABLED = fused
+                shared_source.ENABLED = True
 
         return run
 

@@ -116,6 +116,9 @@ class AttentionContext:
             search.
         record: when not None (the module is recording), modifiers add their own typed
             values here with :meth:`keep` (analyses; see :mod:`localnmt.attention.record`).
+        key_group: ``k`` and ``v`` hold one row per this many consecutive query rows (beam
+            search's hypotheses of one sentence: :mod:`localnmt.attention.shared_source`;
+            only in layers whose modifiers do not read the keys); 1 otherwise.
     """
 
     site: AttentionSite
@@ -130,6 +133,7 @@ class AttentionContext:
     state: dict[str, Any] | None = None
     record: AttentionRecord | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    key_group: int = 1
     _positions: list[Tensor] | None = field(default=None, repr=False)
 
     def _get_positions(self) -> list[Tensor]:

@@ -13,22 +13,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from localnmt.attention.context import MASK_VALUE, AttentionContext, BandMask, QuadraticBias
+from localnmt.attention.shared_source import from_groups, grouped_matmul, to_groups
 
 
 @dataclass
 class AttentionProblem:
     """Everything needed to compute ``softmax(q·kᵀ + bias, allowed) · v``.
 
-    ``q`` is pre-scaled; all tensors are ``(B, H, T, d)``. The allowed set is the
-    intersection of: real keys (``key_padding_mask``), the causal triangle (``causal``, in
-    index space), ``allowed`` (a dense bool tensor) and each band of ``bands``.
+    ``q`` is pre-scaled; all tensors are ``(B, H, T, d)``, except that ``k`` and ``v`` hold
+    one row per ``key_group`` consecutive rows of ``q`` (beam search's shared source,
+    :mod:`localnmt.attention.shared_source`). The allowed set is the intersection of: real
+    keys (``key_padding_mask``), the causal triangle (``causal``, in index space),
+    ``allowed`` (a dense bool tensor) and each band of ``bands``.
     """
 
     ctx: AttentionContext
@@ -42,6 +45,7 @@ class AttentionProblem:
     dense_bias: Tensor | None = None
     quadratic: list[QuadraticBias] = field(default_factory=list)
     dropout_p: float = 0.0
+    key_group: int = 1
 
     @property
     def has_bias(self) -> bool:
@@ -111,7 +115,7 @@ def dense_logits(problem: AttentionProblem) -> Tensor:
 
 
 def _logits_and_blocked(problem: AttentionProblem) -> tuple[Tensor, Tensor | None]:
-    logits = torch.matmul(problem.q, problem.k.transpose(-1, -2)).float()
+    logits = grouped_matmul(problem.q, problem.k.transpose(-1, -2), problem.key_group).float()
     bias = problem.total_bias()
     if bias is not None:
         logits = logits + bias
@@ -138,7 +142,7 @@ def dense_attention(
     used = probs.type_as(problem.v)
     if dropout is not None:
         used = dropout(used)
-    return torch.matmul(used, problem.v), probs, logits
+    return grouped_matmul(used, problem.v, problem.key_group), probs, logits
 
 
 Kernel = Callable[[AttentionProblem], Tensor | None]
@@ -179,6 +183,15 @@ def forced_kernel(name: str | None) -> Iterator[None]:
 
 def fast_attention(problem: AttentionProblem) -> Tensor:
     """Output ``(B, H, Tq, d)`` from the first kernel that accepts the problem."""
+    if problem.key_group > 1:
+        if FORCE_KERNEL is None:
+            return shared_source_attention(problem)
+        problem = replace(  # the forced kernel, on one key row per query row
+            problem,
+            k=problem.k.repeat_interleave(problem.key_group, dim=0),
+            v=problem.v.repeat_interleave(problem.key_group, dim=0),
+            key_group=1,
+        )
     for _, name, kernel in _KERNELS:
         if FORCE_KERNEL is not None and name != FORCE_KERNEL:
             continue
@@ -188,6 +201,21 @@ def fast_attention(problem: AttentionProblem) -> Tensor:
     if FORCE_KERNEL is not None:
         raise RuntimeError(f"kernel '{FORCE_KERNEL}' declined the problem")
     return dense_attention(problem)[0]
+
+
+def shared_source_attention(problem: AttentionProblem) -> Tensor:
+    """A problem whose keys serve groups of queries (``key_group``): fused SDPA on each
+    group's queries side by side where only padding restricts them (the padding is the same
+    within a group), else the dense path."""
+    restricted = problem.causal or problem.allowed is not None or bool(problem.bands)
+    if restricted or problem.has_bias:
+        return dense_attention(problem)[0]
+    group, tq = problem.key_group, problem.q.size(2)
+    mask = problem.key_padding_mask
+    allowed = None if mask is None else ~mask[::group, None, None, :]
+    queries = to_groups(problem.q, group)
+    out = masked_sdpa(queries, problem.k, problem.v, allowed, None, problem.dropout_p)
+    return from_groups(out, group, tq)
 
 
 @register_kernel("sdpa", priority=0)

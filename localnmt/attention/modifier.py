@@ -47,6 +47,10 @@ class AttentionModifier(nn.Module):
     Options: ClassVar[type] = NoOptions
     #: Sites the method applies to; ``validate`` rejects the others.
     sites: ClassVar[tuple[str, ...]] = ("encoder_self", "decoder_self", "cross")
+    #: Whether a stage reads ``ctx.k`` / ``ctx.v`` row by row. In cross-attention, beam search
+    #: keeps one key row per sentence instead of per hypothesis only where no modifier does
+    #: (``ctx.key_group``; :mod:`localnmt.attention.shared_source`).
+    reads_keys: ClassVar[bool] = True
 
     def __init__(self, options: Any, site: AttentionSite, heads: list[int] | None = None):
         super().__init__()

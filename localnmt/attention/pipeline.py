@@ -24,6 +24,7 @@ import torch
 from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
+from localnmt.attention import shared_source
 from localnmt.attention.context import (
     AttentionContext,
     AttentionSite,
@@ -34,6 +35,7 @@ from localnmt.attention.context import (
 from localnmt.attention.kernels import AttentionProblem, dense_attention, fast_attention
 from localnmt.attention.modifier import SOURCE_SUFFIX, AttentionModifier, apply_head_selection
 from localnmt.attention.record import AttentionRecord
+from localnmt.attention.shared_source import GROUP_KEY, regroup, source_group
 from localnmt.attention.threads import one_thread_if_small
 
 IncrementalState = dict[str, dict[str, Tensor | None]]
@@ -91,6 +93,18 @@ class LocalAttention(MultiheadAttention):
     def _uses(self, stage: str) -> list[AttentionModifier]:
         return [m for m in self.modifiers if m.uses(stage)]
 
+    def _shares_source(self) -> bool:
+        """Whether this cross-attention may keep one key/value row per group of hypotheses
+        with the same source (:mod:`localnmt.attention.shared_source`)."""
+        return (
+            shared_source.ENABLED
+            and self.encoder_decoder_attention
+            and self.bias_k is None
+            and not self.add_zero_attn
+            and not any(m.reads_keys or m.uses("transform") or m.uses("value_term")
+                        for m in self.modifiers)
+        )  # fmt: skip
+
     def _split_heads(self, x: Tensor, batch: int) -> Tensor:
         """``(T, B, G·d)`` → ``(B, G, T, d)`` with ``d = head_dim``; ``G = H`` unless a modifier
         replaced a projection by a narrower one (tied heads), whose ``transform`` then
@@ -131,11 +145,19 @@ class LocalAttention(MultiheadAttention):
         assert embed_dim == self.embed_dim, f"query dim {embed_dim} != {self.embed_dim}"
 
         saved_state: dict[str, Any] | None = None
+        key_group = 1  # hypotheses per stored key row (shared_source)
         if incremental_state is not None:
             saved_state = self._get_input_buffer(incremental_state)
             if "prev_key" in saved_state and static_kv:
                 assert self.encoder_decoder_attention and not self.self_attention
                 key = value = None
+                key_group = int(saved_state.get(GROUP_KEY, 1))
+            elif static_kv and key is not None and value is not None and self._shares_source():
+                # the first step: project each group of equal source rows once
+                key_group = source_group(key, value, key_padding_mask)
+                if key_group > 1:
+                    key, value = key[:, ::key_group], value[:, ::key_group]
+                    saved_state[GROUP_KEY] = torch.tensor(key_group)
 
         q, k, v = self._project(query, key, value)
         q = q * self.scaling
@@ -145,8 +167,8 @@ class LocalAttention(MultiheadAttention):
                 k, v, attn_mask, key_padding_mask, bsz
             )
         q = self._split_heads(q, bsz)
-        k = None if k is None else self._split_heads(k, bsz)
-        v = None if v is None else self._split_heads(v, bsz)
+        k = None if k is None else self._split_heads(k, bsz // key_group)
+        v = None if v is None else self._split_heads(v, bsz // key_group)
 
         query_offset = None
         if saved_state is not None:
@@ -171,6 +193,7 @@ class LocalAttention(MultiheadAttention):
         # decoding steps and small batches: the map is too small to share among threads
         with one_thread_if_small(bsz * self.num_heads * tgt_len * k.size(2), q.device):
             ctx = self._context(query, q, k, v, key_padding_mask, saved_state, query_offset)
+            ctx.key_group = key_group
             for modifier in self._uses("transform"):
                 modifier.transform(ctx)
             problem = self._problem(ctx, key_padding_mask, attn_mask)
@@ -178,8 +201,9 @@ class LocalAttention(MultiheadAttention):
                 from localnmt.attention.kernels import dense_logits
 
                 logits = dense_logits(problem)
-                return logits.view(-1, *logits.shape[2:]).type_as(query), ctx.v.reshape(
-                    -1, *ctx.v.shape[2:]
+                values = ctx.v.repeat_interleave(key_group, dim=0) if key_group > 1 else ctx.v
+                return logits.view(-1, *logits.shape[2:]).type_as(query), values.reshape(
+                    -1, *values.shape[2:]
                 )
             out, probs = self._attend(ctx, problem, need_weights)
         if self.recording:
@@ -326,6 +350,7 @@ class LocalAttention(MultiheadAttention):
             v=ctx.v,
             key_padding_mask=None if key_padding_mask is None else key_padding_mask.bool(),
             dropout_p=self.dropout_module.p if self._dropout_active() else 0.0,
+            key_group=ctx.key_group,
         )
         if ctx.key_padding_mask is not key_padding_mask:  # a transform changed the key set
             problem.key_padding_mask = ctx.key_padding_mask
@@ -414,8 +439,11 @@ class LocalAttention(MultiheadAttention):
         version skips cross-attention buffers whose batch size already matches)."""
         input_buffer = self._get_input_buffer(incremental_state)
         if input_buffer:
+            grouped = GROUP_KEY in input_buffer and self.encoder_decoder_attention
+            if grouped:
+                self._reorder_shared_source(input_buffer, new_order)
             for name, value in list(input_buffer.items()):
-                if value is None:
+                if value is None or (grouped and name in ("prev_key", "prev_value", GROUP_KEY)):
                     continue
                 if (
                     (name in _STATIC_SOURCE_KEYS or name.endswith(SOURCE_SUFFIX))
@@ -428,3 +456,17 @@ class LocalAttention(MultiheadAttention):
                 input_buffer[name] = value.index_select(0, new_order)
             incremental_state = self._set_input_buffer(incremental_state, input_buffer)
         return incremental_state
+
+    @staticmethod
+    def _reorder_shared_source(buffer: dict[str, Any], new_order: Tensor) -> None:
+        """Keys and values stored once per group of hypotheses (shared_source): they stay
+        while hypotheses are reordered within their sentences, like fairseq's cached source
+        keys; when finished sentences leave the batch, the rows still read are kept and
+        regrouped."""
+        group = int(buffer[GROUP_KEY])
+        if new_order.size(0) == buffer["prev_key"].size(0) * group:
+            return
+        keep, new_group = regroup(torch.div(new_order, group, rounding_mode="floor"))
+        for name in ("prev_key", "prev_value"):
+            buffer[name] = buffer[name].index_select(0, keep)
+        buffer[GROUP_KEY] = torch.tensor(new_group)

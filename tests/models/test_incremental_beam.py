@@ -2,7 +2,8 @@
 
 Incremental decoding takes shortcuts that the full forward does not: source-only tensors
 computed once per sentence (GMM cross-attention), relative-position buckets shared by every
-hypothesis of a step (rel_pos), cross-attention keys cached in their own layout. The
+hypothesis of a step (rel_pos), cross-attention keys cached in their own layout and once per
+sentence instead of per hypothesis (attention/shared_source.py). The
 reference decodes with fairseq's ``SequenceGenerator`` told that the model has no
 incremental state, so every step re-runs the whole decoder over the prefix (the general
 path); both must choose the same hypotheses with the same scores.
@@ -56,7 +57,7 @@ def _sample(d, lengths: list[int], total: int) -> dict:
 def _beam(model, d, sample: dict, incremental: bool) -> list:
     from fairseq.sequence_generator import SequenceGenerator
 
-    generator = SequenceGenerator([model], d, beam_size=4, max_len_a=0, max_len_b=10, min_len=6)
+    generator = SequenceGenerator([model], d, beam_size=4, max_len_a=0, max_len_b=24, min_len=6)
     if not incremental:  # every step runs the decoder over the whole prefix
         generator.model.has_incremental = False
     with torch.no_grad():
@@ -70,17 +71,20 @@ def _beam(model, d, sample: dict, incremental: bool) -> list:
         ("zhang2021_gmm_norm_base", []),
         ("zhang2021_synthesis_base", []),
         ("localnmt_base", REL_POS),
+        ("localnmt_base", []),
     ],
-    ids=["gmm", "gmm-norm", "synthesis", "rel-pos"],
+    ids=["gmm", "gmm-norm", "synthesis", "rel-pos", "plain"],
 )
 def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monkeypatch):
+    from localnmt.attention import pipeline
     from localnmt.attention.fast import gmm_step
     from localnmt.attention.methods.gmm import GaussianMixture
     from localnmt.attention.methods.rel_pos import RelativePosition
 
     model, d = _build(arch, extra)
     sample = _sample(d, [9, 6, 3], 9)
-    shortcuts = {"source cached": 0, "step buckets": 0, "fused C step": 0}
+    shortcuts = {"source cached": 0, "step buckets": 0, "fused C step": 0,
+                 "keys per sentence": 0, "sentences dropped": 0}  # fmt: skip
 
     def counted(cls, name: str, label: str, hit) -> None:
         original = getattr(cls, name)
@@ -95,6 +99,8 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
     counted(GaussianMixture, "get_source_state", "source cached", lambda r: r is not None)
     counted(RelativePosition, "step_buckets", "step buckets", lambda r: r is not None)
     counted(gmm_step, "mixture_post", "fused C step", lambda r: r is not None)
+    counted(pipeline, "source_group", "keys per sentence", lambda group: group > 1)
+    counted(pipeline, "regroup", "sentences dropped", lambda r: True)
     fast = _beam(model, d, sample, True)
     taken = dict(shortcuts)
     reference = _beam(model, d, sample, False)
@@ -105,7 +111,16 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
         torch.testing.assert_close(scores, torch.stack([r["score"] for r in refs]))
     # the steps took the shortcuts this test is about (and the reference did not)
     assert max(len(h[0]["tokens"]) for h in fast) > 3 + 1  # beyond the clip distance
-    assert taken["step buckets" if extra else "source cached"] > 0
+    if arch != "localnmt_base":
+        assert taken["source cached"] > 0
+    elif extra:
+        assert taken["step buckets"] > 0
+    # every decoder layer's cross-attention kept its keys once per sentence (GMM reads
+    # positions only) and, in the plain model, kept the right rows when finished sentences
+    # left the batch (sentence 3 runs to the maximum length, the others end before)
+    assert taken["keys per sentence"] == 2
+    if arch == "localnmt_base" and not extra:
+        assert taken["sentences dropped"] > 0
     # the paper's variant decodes through the fused C step where it is built (fast/gmm_step.py)
     assert (taken["fused C step"] > 0) == (arch == "zhang2021_gmm_base" and gmm_step.ENABLED)
     assert shortcuts == taken

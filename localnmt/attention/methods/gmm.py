@@ -254,6 +254,7 @@ class GaussianMixture(AttentionModifier):
 
     name = "gmm"
     sites = ("cross",)
+    reads_keys = False  # positions and lengths only
 
     @dataclass
     class Options:

@@ -39,6 +39,7 @@ class HardcodedGaussian(AttentionModifier):
 
     name = "hardcoded_gaussian"
     sites = ("cross",)
+    reads_keys = False  # positions and lengths only
 
     @dataclass
     class Options:

@@ -439,7 +439,11 @@ class LocalAttention(MultiheadAttention):
         version skips cross-attention buffers whose batch size already matches)."""
         input_buffer = self._get_input_buffer(incremental_state)
         if input_buffer:
-            grouped = GROUP_KEY in input_buffer and self.encoder_decoder_attention
+            grouped = (
+                self.encoder_decoder_attention
+                and input_buffer.get("prev_key") is not None
+                and (GROUP_KEY in input_buffer or self._shares_source())
+            )
             if grouped:
                 self._reorder_shared_source(input_buffer, new_order)
             for name, value in list(input_buffer.items()):
@@ -461,9 +465,10 @@ class LocalAttention(MultiheadAttention):
     def _reorder_shared_source(buffer: dict[str, Any], new_order: Tensor) -> None:
         """Keys and values stored once per group of hypotheses (shared_source): they stay
         while hypotheses are reordered within their sentences, like fairseq's cached source
-        keys; when finished sentences leave the batch, the rows still read are kept and
-        regrouped."""
-        group = int(buffer[GROUP_KEY])
+        keys; when the batch changes size (finished sentences leave it, or the first step
+        ran once per sentence and is now spread to every hypothesis) the rows still read
+        are kept and regrouped."""
+        group = int(buffer.get(GROUP_KEY, 1))
         if new_order.size(0) == buffer["prev_key"].size(0) * group:
             return
         keep, new_group = regroup(torch.div(new_order, group, rounding_mode="floor"))

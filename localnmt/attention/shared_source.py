@@ -79,3 +79,37 @@ def grouped_matmul(a: Tensor, b: Tensor, group: int) -> Tensor:
     if group == 1:
         return torch.matmul(a, b)
     return from_groups(torch.matmul(to_groups(a, group), b), group, a.size(2))
+
+
+#: fairseq's encoder output entries and their batch axes (TransformerEncoderBase.forward).
+_ENCODER_BATCH_AXES = {"encoder_out": 1, "encoder_padding_mask": 0, "encoder_embedding": 0,
+                       "encoder_states": 1, "fc_results": 1, "src_tokens": 0,
+                       "src_lengths": 0}  # fmt: skip
+
+
+def first_step_group(tokens: Tensor, encoder_out: dict[str, list[Tensor]] | None) -> int:
+    """The group size of a decoder's first incremental step (fairseq's beam search starts
+    every hypothesis of a sentence from the same token and encoder output): the largest
+    ``g`` whose consecutive groups of ``g`` rows are equal in ``tokens`` ``(N, 1)`` and in
+    every encoder output entry; 1 where an entry is not fairseq's Transformer's."""
+    if encoder_out is None or tokens.size(1) != 1 or tokens.size(0) < 2:
+        return 1
+    if not set(encoder_out) <= set(_ENCODER_BATCH_AXES):
+        return 1
+    rows = tokens.size(0)
+    group = group_of_runs(tokens[1:, 0] == tokens[:-1, 0], rows)
+    states = encoder_out.get("encoder_out") or []
+    masks = encoder_out.get("encoder_padding_mask") or []
+    if len(states) != 1 or states[0].size(1) != rows or len(masks) > 1:
+        return 1
+    mask = masks[0] if masks else None
+    return math.gcd(group, source_group(states[0], states[0], mask)) if group > 1 else 1
+
+
+def encoder_rows(encoder_out: dict[str, list[Tensor]], index: Tensor) -> dict[str, list[Tensor]]:
+    """A new encoder output dict with the batch rows ``index`` of every entry (the input is
+    not changed)."""
+    return {
+        name: [value.index_select(_ENCODER_BATCH_AXES[name], index) for value in values]
+        for name, values in encoder_out.items()
+    }

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
+import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
@@ -31,7 +32,9 @@ from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,
 )
+from torch import Tensor
 
+from localnmt.attention import shared_source
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.modifier import SpecError, modifier_names
 from localnmt.attention.pipeline import LocalAttention
@@ -234,6 +237,42 @@ class LocalTransformerDecoder(TransformerDecoderBase):
         index = next(self._layer_counter)
         layer = LocalDecoderLayer(cfg, index, self._specs, no_encoder_attn=no_encoder_attn)
         return _wrap(layer, cfg, "decoder", index)
+
+    def forward(
+        self,
+        prev_output_tokens: Tensor,
+        encoder_out: dict[str, list[Tensor]] | None = None,
+        incremental_state: dict[str, dict[str, Tensor | None]] | None = None,
+        **kwargs: Any,
+    ) -> tuple[Tensor, dict[str, Any]]:
+        """fairseq's decoder forward. The first step of incremental decoding runs once per
+        group of equal rows (beam search's hypotheses of one sentence start alike:
+        :func:`~localnmt.attention.shared_source.first_step_group`), then the state and the
+        outputs are spread to every hypothesis with the decoder's own reorder."""
+        group = 1
+        first_step = incremental_state is not None and not incremental_state
+        if first_step and shared_source.ENABLED and not self.training:
+            group = shared_source.first_step_group(prev_output_tokens, encoder_out)
+        if group == 1:
+            return super().forward(prev_output_tokens, encoder_out, incremental_state, **kwargs)
+        assert encoder_out is not None
+        rows = torch.arange(0, prev_output_tokens.size(0), group,
+                            device=prev_output_tokens.device)  # fmt: skip
+        x, extra = super().forward(
+            prev_output_tokens.index_select(0, rows),
+            shared_source.encoder_rows(encoder_out, rows),
+            incremental_state,
+            **kwargs,
+        )
+        spread = torch.arange(rows.numel(), device=rows.device).repeat_interleave(group)
+        self.reorder_incremental_state_scripting(incremental_state, spread)
+        extra = dict(extra)
+        if extra.get("attn") is not None:  # (B, Tq, Tk) per entry
+            extra["attn"] = [None if a is None else a.index_select(0, spread)
+                             for a in extra["attn"]]  # fmt: skip
+        if extra.get("inner_states") is not None:  # (T, B, C) per entry
+            extra["inner_states"] = [h.index_select(1, spread) for h in extra["inner_states"]]
+        return x.index_select(0, spread), extra
 
 
 @register_model("localnmt_transformer")

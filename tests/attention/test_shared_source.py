@@ -13,6 +13,8 @@ import torch
 from localnmt.attention import AttentionSite, LocalAttention, shared_source
 from localnmt.attention.shared_source import (
     GROUP_KEY,
+    encoder_rows,
+    first_step_group,
     group_of_runs,
     grouped_matmul,
     regroup,
@@ -149,3 +151,40 @@ def test_a_drop_that_splits_a_group_regroups_per_hypothesis():
     assert buffer["prev_key"].size(0) == 3 and int(buffer[GROUP_KEY]) == 1
     expected, _ = attn(query[:, 1:], src[:, 1:], src[:, 1:])
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
+
+
+def _encoder_out(sentences: int, beam: int) -> dict:
+    torch.manual_seed(3)
+    pad = torch.zeros(sentences, TK, dtype=torch.bool)
+    pad[0, :2] = True
+    return {
+        "encoder_out": [torch.randn(TK, sentences, E).repeat_interleave(beam, dim=1)],
+        "encoder_padding_mask": [pad.repeat_interleave(beam, dim=0)],
+        "encoder_embedding": [torch.randn(sentences, TK, E).repeat_interleave(beam, dim=0)],
+        "encoder_states": [],
+        "src_tokens": [torch.randint(4, 9, (sentences, TK)).repeat_interleave(beam, dim=0)],
+        "src_lengths": [],
+    }
+
+
+def test_first_step_group_needs_equal_tokens_and_sources():
+    out = _encoder_out(3, BEAM)
+    eos = torch.full((3 * BEAM, 1), 2)
+    assert first_step_group(eos, out) == BEAM
+    prefix = eos.clone()
+    prefix[1] = 5  # a forced prefix that differs within a sentence
+    assert first_step_group(prefix, out) == 1
+    assert first_step_group(torch.full((3 * BEAM, 2), 2), out) == 1  # not a first step
+    assert first_step_group(eos, None) == 1
+    assert first_step_group(eos, {**out, "other": []}) == 1  # not fairseq's Transformer's
+
+
+def test_encoder_rows_takes_each_entry_along_its_batch_axis():
+    out = _encoder_out(2, BEAM)
+    rows = torch.tensor([0, BEAM])
+    taken = encoder_rows(out, rows)
+    assert taken["encoder_out"][0].shape == (TK, 2, E)
+    torch.testing.assert_close(taken["encoder_out"][0], out["encoder_out"][0][:, ::BEAM])
+    for name in ("encoder_padding_mask", "encoder_embedding", "src_tokens"):
+        torch.testing.assert_close(taken[name][0], out[name][0][::BEAM])
+    assert taken["encoder_states"] == [] and out["encoder_out"][0].size(1) == 2 * BEAM

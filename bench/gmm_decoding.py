@@ -5,8 +5,8 @@
 Beam search (``bench.generation``: 8 sentences, beam 4, exactly T steps) with the fairseq
 baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in five
 forms: the full model (eq. 6 and 10-13 in the fused C step, ``fast/gmm_step.py``, where it is
-built; cross-attention keys stored once per sentence, ``attention/shared_source.py``); the full
-model with torch ops only; the full model with keys stored per hypothesis, as fairseq does;
+built; the first step and cross-attention keys once per sentence, ``attention/shared_source.py``);
+the full model with torch ops only; the full model run per hypothesis, as fairseq does;
 ``post`` returning the softmax unchanged (what remains is the reference path the modifier
 needs for probabilities); and ``post`` running only the predictors (eq. 7-9, 14) and
 returning the softmax. Prints seconds per batch and the
@@ -41,10 +41,11 @@ def _predictors_only(self: GaussianMixture, ctx, probs):
     return probs
 
 
-#: form name: (post, whether the C step may run, whether cross-attention keeps one key row
-#: per sentence instead of per hypothesis: attention/shared_source.py)
+#: form name: (post, whether the C step may run, whether beam search's shared source is used:
+#: the first step once per sentence, cross-attention keys once per sentence;
+#: attention/shared_source.py)
 FORMS = {"full": (None, True, True), "full, torch ops": (None, False, True),
-         "full, keys per hypothesis": (None, True, False),
+         "full, per hypothesis": (None, True, False),
          "reference path only": (_softmax_unchanged, False, True),
          "+ predictors": (_predictors_only, False, True)}  # fmt: skip
 

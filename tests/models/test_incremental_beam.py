@@ -71,10 +71,12 @@ def _beam(model, d, sample: dict, incremental: bool) -> list:
         ("zhang2021_gmm_base", []),
         ("zhang2021_gmm_norm_base", []),
         ("zhang2021_synthesis_base", []),
+        ("zhang2021_hardcoded_base", []),
+        ("zhang2021_localness_base", []),
         ("localnmt_base", REL_POS),
         ("localnmt_base", []),
     ],
-    ids=["gmm", "gmm-norm", "synthesis", "rel-pos", "plain"],
+    ids=["gmm", "gmm-norm", "synthesis", "hardcoded", "localness-cross", "rel-pos", "plain"],
 )
 def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monkeypatch):
     from localnmt.attention import pipeline, shared_source
@@ -112,16 +114,20 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
         torch.testing.assert_close(scores, torch.stack([r["score"] for r in refs]))
     # the steps took the shortcuts this test is about (and the reference did not)
     assert max(len(h[0]["tokens"]) for h in fast) > 3 + 1  # beyond the clip distance
-    if arch != "localnmt_base":
+    if arch.startswith("zhang2021_gmm") or arch == "zhang2021_synthesis_base":
         assert taken["source cached"] > 0
     elif extra:
         assert taken["step buckets"] > 0
     # the first step ran once per sentence; then every decoder layer's cross-attention kept
-    # its keys once per sentence (GMM reads positions only) and, in the plain model, kept
-    # the right rows when finished sentences left the batch (sentence 3 runs to the maximum
-    # length, the others end before)
+    # its keys once per sentence (GMM and the hard-coded Gaussian read positions only;
+    # cross-attention Localness reads the keys, so it keeps a row per hypothesis) and, in the
+    # plain model, kept the right rows when finished sentences left the batch (sentence 3
+    # runs to the maximum length, the others end before)
     assert taken["first step per sentence"] == 1
-    assert taken["keys regrouped"] >= 2
+    if arch == "zhang2021_localness_base":
+        assert taken["keys regrouped"] == 0
+    else:
+        assert taken["keys regrouped"] >= 2
     if arch == "localnmt_base" and not extra:
         assert taken["keys regrouped"] > 2
     # the paper's variant decodes through the fused C step where it is built (fast/gmm_step.py)

@@ -120,8 +120,8 @@ def _logits_and_blocked(problem: AttentionProblem) -> tuple[Tensor, Tensor | Non
     if bias is not None:
         logits = logits + bias
     blocked = problem.dense_blocked()
-    if blocked is not None:  # in place: logits is this function's own tensor, and neither
-        logits = logits.masked_fill_(blocked, MASK_VALUE)  # product's backward reads it
+    if blocked is not None:
+        logits = logits.masked_fill(blocked, MASK_VALUE)
     return logits, blocked
 
 
@@ -136,11 +136,7 @@ def dense_attention(
     probs = torch.softmax(logits, dim=-1)
     if blocked is not None:  # a query with no allowed key attends to nothing (zero_empty_rows)
         # on the mask's own (broadcast) shape: padding alone costs a (B, 1, 1, 1) reduction
-        empty = blocked.all(dim=-1, keepdim=True)
-        # in place where no backward needs the softmax's output (decoding: one copy less)
-        probs = (
-            probs.masked_fill(empty, 0.0) if probs.requires_grad else probs.masked_fill_(empty, 0.0)
-        )
+        probs = probs.masked_fill(blocked.all(dim=-1, keepdim=True), 0.0)
     if post is not None:
         probs = post(probs)
     used = probs.type_as(problem.v)

@@ -106,10 +106,15 @@ def first_step_group(tokens: Tensor, encoder_out: dict[str, list[Tensor]] | None
     return math.gcd(group, source_group(states[0], states[0], mask)) if group > 1 else 1
 
 
-def encoder_rows(encoder_out: dict[str, list[Tensor]], index: Tensor) -> dict[str, list[Tensor]]:
+def encoder_rows(
+    encoder_out: dict[str, list[Tensor | None]], index: Tensor
+) -> dict[str, list[Tensor | None]]:
     """A new encoder output dict with the batch rows ``index`` of every entry (the input is
-    not changed)."""
+    not changed; None entries, as ``fc_results`` holds for layers without one, stay None)."""
     return {
-        name: [value.index_select(_ENCODER_BATCH_AXES[name], index) for value in values]
+        name: [
+            None if value is None else value.index_select(_ENCODER_BATCH_AXES[name], index)
+            for value in values
+        ]
         for name, values in encoder_out.items()
     }

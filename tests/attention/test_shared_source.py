@@ -188,3 +188,7 @@ def test_encoder_rows_takes_each_entry_along_its_batch_axis():
     for name in ("encoder_padding_mask", "encoder_embedding", "src_tokens"):
         torch.testing.assert_close(taken[name][0], out[name][0][::BEAM])
     assert taken["encoder_states"] == [] and out["encoder_out"][0].size(1) == 2 * BEAM
+    hidden = torch.randn(TK, 2 * BEAM, E)
+    taken = encoder_rows({**out, "fc_results": [None, hidden]}, rows)  # layers without one
+    assert taken["fc_results"][0] is None
+    torch.testing.assert_close(taken["fc_results"][1], hidden[:, ::BEAM])

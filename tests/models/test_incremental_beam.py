@@ -133,3 +133,40 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
     # the paper's variant decodes through the fused C step where it is built (fast/gmm_step.py)
     assert (taken["fused C step"] > 0) == (arch == "zhang2021_gmm_base" and gmm_step.ENABLED)
     assert shortcuts == taken
+
+
+def _translation_archs() -> list[str]:
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.models.transformer import TransformerModel
+
+    import localnmt  # noqa: F401  (registers the architectures)
+
+    return sorted(
+        arch
+        for arch, model in ARCH_MODEL_REGISTRY.items()
+        if model.__module__.startswith("localnmt") and issubclass(model, TransformerModel)
+    )
+
+
+#: sizes every preset's layer and head ranges fit (6 layers, 8 heads; later flags win)
+PRESET_SIZES = [
+    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+    "--encoder-attention-heads", "8", "--decoder-attention-heads", "8",
+    "--encoder-layers", "6", "--decoder-layers", "6",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", _translation_archs())
+def test_every_architecture_decodes_with_incremental_state_as_without(arch):
+    """Every translation architecture: beam search with incremental decoding (the first step
+    once per sentence, cross-attention keys once per sentence where its modifiers allow)
+    chooses the hypotheses of decoding without incremental state."""
+    model, d = _build(arch, PRESET_SIZES)
+    sample = _sample(d, [9, 6, 3], 9)
+    fast, reference = _beam(model, d, sample, True), _beam(model, d, sample, False)
+    for hyps, refs in zip(fast, reference):
+        assert [h["tokens"].tolist() for h in hyps] == [r["tokens"].tolist() for r in refs]
+        torch.testing.assert_close(
+            torch.stack([h["score"] for h in hyps]), torch.stack([r["score"] for r in refs])
+        )

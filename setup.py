@@ -17,8 +17,9 @@ setup(
     packages=[*find_packages(include=["localnmt", "localnmt.*"]), "localnmt.configs"],
     package_dir={"localnmt.configs": "configs"},
     package_data={"localnmt.configs": ["*.yaml"]},
-    # Two small C kernels without torch headers: GMM cross-attention's decoding step
-    # (localnmt/attention/fast/gmm_step.py) and band attention on the CPU (fast/band.py).
+    # Three small C kernels without torch headers: GMM cross-attention's decoding step
+    # (localnmt/attention/fast/gmm_step.py), its mixture forward and backward
+    # (fast/gmm_mixture.py) and band attention on the CPU (fast/band.py).
     # Optional: where they do not build (no C compiler), the same numbers come from torch ops.
     ext_modules=[
         Extension(
@@ -28,7 +29,9 @@ setup(
             extra_compile_args=["-O3", "-fno-trapping-math"],
             optional=True,
         )
-        for name, source in (("_gmm_step", "gmm_step.c"), ("_band", "band.c"))
+        for name, source in (
+            ("_gmm_step", "gmm_step.c"), ("_gmm_mixture", "gmm_mixture.c"), ("_band", "band.c")
+        )
     ],
     python_requires=">=3.10",
     install_requires=[

@@ -46,6 +46,18 @@ class AttentionSite:
 
 
 @dataclass
+class AffinePost:
+    """A post-softmax stage that is affine in the probabilities: ``p ↦ keep·p + add``.
+
+    ``keep`` is ``(B, H, Tq, 1)`` or a number, ``add`` ``(B, H, Tq, Tk)`` float32 (None: 0).
+    Since ``(keep·p + add) @ V = keep·(p @ V) + add @ V``, the pipeline can then take ``p @ V``
+    from a fused kernel that never forms ``p`` (GMM cross-attention's eq. 13 is one)."""
+
+    keep: Tensor | float
+    add: Tensor | None
+
+
+@dataclass
 class QuadraticBias:
     """A logit bias ``a·j² + b·j`` per query row, over key positions ``j`` (Yang et al. 2018 eq. 5
     expanded: −(j−P)²/(2σ²) = a·j² + b·j + const; the constant cancels in softmax).

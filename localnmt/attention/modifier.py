@@ -24,7 +24,13 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from localnmt.attention.context import AttentionContext, AttentionSite, BandMask, QuadraticBias
+from localnmt.attention.context import (
+    AffinePost,
+    AttentionContext,
+    AttentionSite,
+    BandMask,
+    QuadraticBias,
+)
 
 STAGES = ("transform", "bias", "restrict", "post", "value_term")
 #: Suffix of the incremental-state entries that depend on the source sentence only.
@@ -122,6 +128,12 @@ class AttentionModifier(nn.Module):
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         """New probabilities ``(B, H, Tq, Tk)`` from the softmax output."""
         return probs
+
+    def post_affine(self, ctx: AttentionContext) -> AffinePost | None:
+        """``post`` as ``p ↦ keep·p + add``, where it is affine in ``p`` and is asked before
+        ``p`` exists: the pipeline then keeps a fused kernel for ``p @ V`` (no ``p``, no
+        weights). Must give what ``post`` gives; None (the default): ``post`` runs."""
+        return None
 
     def value_term(self, ctx: AttentionContext, probs: Tensor) -> Tensor | None:
         """A ``(B, H, Tq, d)`` term added to ``probs @ v``."""

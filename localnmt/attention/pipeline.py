@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from localnmt.attention import shared_source
 from localnmt.attention.context import (
+    AffinePost,
     AttentionContext,
     AttentionSite,
     BandMask,
@@ -35,7 +36,7 @@ from localnmt.attention.context import (
 from localnmt.attention.kernels import AttentionProblem, dense_attention, fast_attention
 from localnmt.attention.modifier import SOURCE_SUFFIX, AttentionModifier, apply_head_selection
 from localnmt.attention.record import AttentionRecord
-from localnmt.attention.shared_source import GROUP_KEY, regroup, source_group
+from localnmt.attention.shared_source import GROUP_KEY, grouped_matmul, regroup, source_group
 from localnmt.attention.threads import one_thread_if_small
 
 IncrementalState = dict[str, dict[str, Tensor | None]]
@@ -225,8 +226,12 @@ class LocalAttention(MultiheadAttention):
         needed (weights, post-softmax modifiers, value terms, recording), else a kernel."""
         post_mods = self._uses("post")
         value_mods = self._uses("value_term")
-        if not (need_weights or post_mods or value_mods or self.recording):
-            return fast_attention(problem), None
+        if not (need_weights or value_mods or self.recording):
+            if not post_mods:
+                return fast_attention(problem), None
+            affine = self._affine_post(ctx, problem, post_mods)
+            if affine is not None:
+                return self._attend_affine(problem, affine), None
         out, probs, logits = dense_attention(
             problem,
             post=(lambda p: self._post(ctx, p, post_mods)) if post_mods else None,
@@ -242,6 +247,30 @@ class LocalAttention(MultiheadAttention):
             if ctx.record.probs_before_post is None:  # no post stage: the same tensor
                 ctx.record.probs_before_post = ctx.record.probs
         return out, probs
+
+    @staticmethod
+    def _affine_post(
+        ctx: AttentionContext, problem: AttentionProblem, modifiers: list[AttentionModifier]
+    ) -> AffinePost | None:
+        """The post stage as ``p ↦ keep·p + add`` where its one modifier (on every head) offers
+        it and dropout does not act on ``p`` (dropped probabilities are not affine in ``p``)."""
+        if len(modifiers) != 1 or modifiers[0].head_selection is not None:
+            return None
+        if problem.dropout_p > 0.0:
+            return None
+        return modifiers[0].post_affine(ctx)
+
+    @staticmethod
+    def _attend_affine(problem: AttentionProblem, affine: AffinePost) -> Tensor:
+        """``(keep·p + add) @ V`` as ``keep·(p @ V)`` from a fused kernel plus ``add @ V``."""
+        out = None
+        if not (isinstance(affine.keep, float) and affine.keep == 0.0):
+            out = fast_attention(problem) * affine.keep
+        if affine.add is not None:
+            added = grouped_matmul(affine.add.type_as(problem.v), problem.v, problem.key_group)
+            out = added if out is None else out + added
+        assert out is not None, "an affine post stage with keep = 0 must add something"
+        return out
 
     def _update_cache(
         self,

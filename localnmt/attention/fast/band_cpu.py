@@ -95,8 +95,9 @@ def _sentence_ranges(bsz: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if lo < hi]
 
 
-def _run(fn, args: tuple, bsz: int, grads: tuple) -> None:
-    """``fn(*args, b0, b1, grads)`` over sentence ranges, on this thread and the pool's."""
+def run_by_sentences(fn, args: tuple, bsz: int, grads: tuple) -> None:
+    """``fn(*args, b0, b1, grads)`` over sentence ranges, on this thread and the pool's (a C
+    kernel that releases the GIL: band.c, gmm_mixture.c)."""
     global _pool, _pool_key
     ranges = _sentence_ranges(bsz)
     if len(ranges) == 1:
@@ -104,7 +105,7 @@ def _run(fn, args: tuple, bsz: int, grads: tuple) -> None:
         return
     if _pool is None or _pool_key[0] != os.getpid() or _pool_key[1] < len(ranges) - 1:
         _pool_key = (os.getpid(), len(ranges) - 1)
-        _pool = ThreadPoolExecutor(max_workers=_pool_key[1], thread_name_prefix="band")
+        _pool = ThreadPoolExecutor(max_workers=_pool_key[1], thread_name_prefix="localnmt-c")
     futures = [_pool.submit(fn, *args, lo, hi, grads) for lo, hi in ranges[1:]]
     try:
         fn(*args, *ranges[0], grads)
@@ -134,7 +135,7 @@ class _CBand(torch.autograd.Function):
         out = torch.empty_like(q)
         lse = q.new_empty(q.shape[:3])
         args = _CBand._args(q, k, v, out, lse, real, left, right, area)
-        _run(_band.forward, args, q.size(0), (0, 0, 0, 0))
+        run_by_sentences(_band.forward, args, q.size(0), (0, 0, 0, 0))
         ctx.rest = (out, lse, left, right, real)
         ctx.area = area
         return out
@@ -158,7 +159,7 @@ class _CBand(torch.autograd.Function):
         dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
         args = _CBand._args(q, k, v, out, lse, real, left, right, ctx.area)
         grads = (grad.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
-        _run(_band.backward, args, q.size(0), grads)
+        run_by_sentences(_band.backward, args, q.size(0), grads)
         return dq, dk, dv, *none
 
 

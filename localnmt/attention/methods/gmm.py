@@ -42,8 +42,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from localnmt.attention.context import AttentionContext, AttentionSite
-from localnmt.attention.fast import gmm_step
+from localnmt.attention.context import AffinePost, AttentionContext, AttentionSite
+from localnmt.attention.fast import gmm_mixture, gmm_step
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 from localnmt.attention.record import tensor_field
 
@@ -384,6 +384,43 @@ class GaussianMixture(AttentionModifier):
         return j, real, blocked, length
 
     # ---- eq. 13-15 --------------------------------------------------------------------------
+    def _mixture_and_gate(
+        self, ctx: AttentionContext, outputs: Tensor, length: Tensor
+    ) -> tuple[MixtureParams, Tensor | float]:
+        """The mixture (eq. 10-12) and the gate g of eq. 13 (eq. 14; 0.5 for ``average``, 1
+        for ``gmm``) from the raw predictor outputs."""
+        bank = self.predictors
+        raw = bank.split(outputs)
+        fusion = self.options.fusion
+        squashed = None  # μ̂, σ̂ (approx / norm) and the gate go through one sigmoid
+        if self.options.variant != "synthesis" or fusion == "gate":
+            squashed = bank.split(torch.sigmoid(outputs.float()))
+        params = self.mixture_params(ctx, raw, length, squashed)
+        if fusion == "gate":
+            assert squashed is not None
+            return params, squashed["gate"]  # eq. 14, (B, H, Tq, 1)
+        return params, 0.5 if fusion == "average" else 1.0
+
+    def post_affine(self, ctx: AttentionContext) -> AffinePost | None:
+        """Eq. 13 as ``(1 − g)·α + g·β``: α @ V then comes from a fused kernel. Not in
+        incremental decoding, whose step has its own fused path (fast/gmm_step.py)."""
+        if ctx.incremental or ctx.recording:
+            return None
+        positions, real, blocked, length = self.source(ctx)
+        scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
+        params, gate = self._mixture_and_gate(ctx, self.predictors.outputs(ctx.q, scale), length)
+        normalise = self.options.variant == "norm"
+        shape = (*params.mu.shape[:3], ctx.k.size(2))
+        added = None
+        if not normalise:  # g·β in one C pass (fast/gmm_mixture.py)
+            added = gmm_mixture.gated_mixture(
+                params.log_scale, params.mu, params.sigma, positions, real, gate, shape=shape
+            )
+        if added is None:
+            beta = mixture_attention(params, positions, real, normalise, length, blocked)
+            added = beta if isinstance(gate, float) and gate == 1.0 else beta * gate
+        return AffinePost(1.0 - gate, added)
+
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         positions, real, blocked, length = self.source(ctx)
         bank = self.predictors
@@ -394,22 +431,20 @@ class GaussianMixture(AttentionModifier):
             fused = gmm_step.mixture_post(layout, outputs, probs, positions, length, real)
             if fused is not None:
                 return fused
-        raw = bank.split(outputs)
+        params, gate = self._mixture_and_gate(ctx, outputs, length)
         fusion = self.options.fusion
-        squashed = None  # μ̂, σ̂ (approx / norm) and the gate go through one sigmoid
-        if self.options.variant != "synthesis" or fusion == "gate":
-            squashed = bank.split(torch.sigmoid(outputs.float()))
-        params = self.mixture_params(ctx, raw, length, squashed)
         normalise = self.options.variant == "norm"
+        if not (ctx.recording or normalise):  # eq. 6 and 13 in one C pass (fast/gmm_mixture.py)
+            alpha = None if fusion == "gmm" else probs
+            fused = gmm_mixture.gated_mixture(
+                params.log_scale, params.mu, params.sigma, positions, real, gate, alpha,
+                probs.shape,
+            )  # fmt: skip
+            if fused is not None:
+                return fused
         beta = mixture_attention(
             params, positions, real, normalise=normalise, length=length, blocked=blocked
         )
-        gate: Tensor | float
-        if fusion == "gate":
-            assert squashed is not None
-            gate = squashed["gate"]  # eq. 14, (B, H, Tq, 1)
-        else:
-            gate = 0.5 if fusion == "average" else 1.0
         if ctx.recording:
             ctx.keep(
                 GaussianMixtureRecord(

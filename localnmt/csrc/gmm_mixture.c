@@ -1,0 +1,248 @@
+/* Gaussian mixture attention fused with dot-product attention, forward and backward, float32
+ * (Zhang & Feng 2021, eq. 6 and 13), for training and full-sequence forwards: one pass over
+ * each row's K x Tk mixture terms instead of a dozen torch ops over (B, H, Tq, K, Tk)
+ * temporaries, and no such temporary at all.
+ *
+ * Python wrapper and the conditions it is used under: localnmt/attention/fast/gmm_mixture.py.
+ * The torch ops of localnmt/attention/methods/gmm.py (mixture_attention, then torch.lerp) are
+ * the reference; this file follows their arithmetic, so the two differ by the rounding of exp
+ * and, in the AVX builds, of the multiply-adds the compiler fuses.
+ *
+ * Per row r = (b, h, i) with K components (c_k = log w_k - log Z_k, mu_k, sigma_k) and keys j
+ * at positions p_j:
+ *   z_kj  = (p_j - mu_k) / sigma_k,   t_kj = exp(max(c_k - z_kj^2 / 2, -87))
+ *   beta_j = sum_k t_kj at real keys, 0 at padded ones                          (eq. 6)
+ *   out_j  = lerp(alpha_j, beta_j, g)   with alpha: the fused attention gamma  (eq. 13)
+ *   out_j  = g beta_j                   without alpha: gamma's part beyond (1 - g) alpha
+ * with g a gate per row (mode 0) or one number (mode 1; 1: the Gaussian mixture only).
+ * Backward, with d_j the incoming gradient, m_j = d_j at real keys and 0 at padded ones, and
+ * S_k = sum_j m_j t_kj, S'_k = sum_j m_j t_kj z_kj, S''_k = sum_j m_j t_kj z_kj^2:
+ *   dc_k = g S_k,   dmu_k = g S'_k / sigma_k,   dsigma_k = g S''_k / sigma_k
+ *   dg = sum_k S_k (- sum_j d_j alpha_j),   dalpha_j = (1 - g) d_j   (torch.lerp's backward)
+ *
+ * Buffers (contiguous, addresses passed as integers): c, mu, sigma (rows, K); pos (B, Tk);
+ * real (B, Tk) uint8 or 0 for no padding; alpha, out (rows, Tk); gate (rows,). Rows are
+ * (B, rows_per_batch) in order. A call covers sentences b0 ... b1-1 with the GIL released, so
+ * the wrapper runs sentence ranges on several threads.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builds.h"
+#include "vec_math.h"
+
+#define EXP_FLOOR (-87.0f)
+#define LANES 16
+
+typedef struct {
+    const float *c, *mu, *sigma, *pos, *alpha, *gate;
+    const uint8_t *real;
+    float *out;
+    Py_ssize_t rows_per_batch, tk;
+    int k, mode; /* mode 0: a gate per row; 1: fixed_gate */
+    float fixed_gate;
+} Mixture;
+
+typedef struct {
+    const float *grad;
+    float *dc, *dmu, *dsigma, *dalpha, *dgate; /* dalpha, dgate: NULL when not wanted */
+} MixtureGrads;
+
+/* torch.lerp's two-sided formula (exact at weight 0 and 1). */
+static inline float lerp(float start, float end, float weight) {
+    return fabsf(weight) < 0.5f ? start + weight * (end - start)
+                                : end - (end - start) * (1.0f - weight);
+}
+
+static inline float row_gate(const Mixture *M, Py_ssize_t row) {
+    return M->mode == 0 ? M->gate[row] : M->fixed_gate;
+}
+
+/* Forward and backward of one build, over sentences b0 ... b1-1. */
+#define DEFINE_BUILD(SUFFIX, EXP, TARGET)                                                      \
+    TARGET static void forward##SUFFIX(const Mixture *M, Py_ssize_t b0, Py_ssize_t b1) {       \
+        Py_ssize_t tk = M->tk;                                                                 \
+        for (Py_ssize_t b = b0; b < b1; b++) {                                                 \
+            const float *restrict pos = M->pos + b * tk;                                       \
+            const uint8_t *real = M->real ? M->real + b * tk : NULL;                           \
+            for (Py_ssize_t r = 0; r < M->rows_per_batch; r++) {                               \
+                Py_ssize_t row = b * M->rows_per_batch + r;                                    \
+                float *restrict acc = M->out + row * tk;                                       \
+                for (Py_ssize_t j = 0; j < tk; j++) acc[j] = 0.0f;                             \
+                for (int i = 0; i < M->k; i++) {                                               \
+                    Py_ssize_t at = row * M->k + i;                                            \
+                    float ci = M->c[at], mi = M->mu[at], si = M->sigma[at], inv = 1.0f / si;                    \
+                    for (Py_ssize_t j = 0; j < tk; j++) {                                      \
+                        float z = (pos[j] - mi) * inv;                                          \
+                        float e = ci + (-0.5f * z) * z;                                        \
+                        e = e < EXP_FLOOR ? EXP_FLOOR : e;                                     \
+                        acc[j] += EXP(e);                                                      \
+                    }                                                                          \
+                }                                                                              \
+                if (real)                                                                      \
+                    for (Py_ssize_t j = 0; j < tk; j++) acc[j] = real[j] ? acc[j] : 0.0f;      \
+                float g = row_gate(M, row);                                                    \
+                if (M->alpha) {                                                                \
+                    const float *alpha = M->alpha + row * tk;                                  \
+                    for (Py_ssize_t j = 0; j < tk; j++) acc[j] = lerp(alpha[j], acc[j], g);    \
+                } else if (g != 1.0f) {                                                        \
+                    for (Py_ssize_t j = 0; j < tk; j++) acc[j] *= g;                           \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    TARGET static void backward##SUFFIX(const Mixture *M, const MixtureGrads *G, Py_ssize_t b0, \
+                                        Py_ssize_t b1, float *restrict masked) {               \
+        Py_ssize_t tk = M->tk;                                                                 \
+        for (Py_ssize_t b = b0; b < b1; b++) {                                                 \
+            const float *restrict pos = M->pos + b * tk;                                       \
+            const uint8_t *real = M->real ? M->real + b * tk : NULL;                           \
+            for (Py_ssize_t r = 0; r < M->rows_per_batch; r++) {                               \
+                Py_ssize_t row = b * M->rows_per_batch + r;                                    \
+                const float *restrict d = G->grad + row * tk;                                  \
+                for (Py_ssize_t j = 0; j < tk; j++) masked[j] = real && !real[j] ? 0.0f : d[j]; \
+                float g = row_gate(M, row), total = 0.0f;                                      \
+                for (int i = 0; i < M->k; i++) {                                               \
+                    Py_ssize_t at = row * M->k + i;                                            \
+                    float ci = M->c[at], mi = M->mu[at], si = M->sigma[at], inv = 1.0f / si;                    \
+                    float s0[LANES] = {0}, s1[LANES] = {0}, s2[LANES] = {0};                   \
+                    Py_ssize_t j = 0;                                                          \
+                    for (; j + LANES <= tk; j += LANES)                                        \
+                        for (int l = 0; l < LANES; l++) {                                      \
+                            float z = (pos[j + l] - mi) * inv;                                  \
+                            float e = ci + (-0.5f * z) * z;                                    \
+                            e = e < EXP_FLOOR ? EXP_FLOOR : e;                                 \
+                            float w = masked[j + l] * EXP(e);                                  \
+                            s0[l] += w;                                                        \
+                            s1[l] += w * z;                                                    \
+                            s2[l] += (w * z) * z;                                              \
+                        }                                                                      \
+                    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;                                     \
+                    for (int l = 0; l < LANES; l++) {                                          \
+                        a0 += s0[l];                                                           \
+                        a1 += s1[l];                                                           \
+                        a2 += s2[l];                                                           \
+                    }                                                                          \
+                    for (; j < tk; j++) {                                                      \
+                        float z = (pos[j] - mi) * inv;                                          \
+                        float e = ci + (-0.5f * z) * z;                                        \
+                        e = e < EXP_FLOOR ? EXP_FLOOR : e;                                     \
+                        float w = masked[j] * EXP(e);                                          \
+                        a0 += w;                                                               \
+                        a1 += w * z;                                                           \
+                        a2 += (w * z) * z;                                                     \
+                    }                                                                          \
+                    G->dc[at] = g * a0;                                                        \
+                    G->dmu[at] = g * a1 / si;                                                  \
+                    G->dsigma[at] = g * a2 / si;                                               \
+                    total += a0;                                                               \
+                }                                                                              \
+                if (!M->alpha) {                                                               \
+                    if (G->dgate) G->dgate[row] = total;                                       \
+                    continue;                                                                  \
+                }                                                                              \
+                const float *alpha = M->alpha + row * tk;                                      \
+                if (G->dalpha) {                                                               \
+                    float *restrict da = G->dalpha + row * tk;                                 \
+                    for (Py_ssize_t j = 0; j < tk; j++) da[j] = d[j] * (1.0f - g);             \
+                }                                                                              \
+                if (G->dgate) {                                                                \
+                    float lanes[LANES] = {0}, dot = 0.0f;                                      \
+                    Py_ssize_t j = 0;                                                          \
+                    for (; j + LANES <= tk; j += LANES)                                        \
+                        for (int l = 0; l < LANES; l++) lanes[l] += d[j + l] * alpha[j + l];   \
+                    for (int l = 0; l < LANES; l++) dot += lanes[l];                           \
+                    for (; j < tk; j++) dot += d[j] * alpha[j];                                \
+                    G->dgate[row] = total - dot;                                               \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+typedef void (*ForwardFn)(const Mixture *, Py_ssize_t, Py_ssize_t);
+typedef void (*BackwardFn)(const Mixture *, const MixtureGrads *, Py_ssize_t, Py_ssize_t,
+                           float *);
+
+#ifdef HAVE_X86_BUILDS
+DEFINE_BUILD(_baseline, exp_sse2, )
+DEFINE_BUILD(_avx2, exp_floor, TARGET_AVX2)
+DEFINE_BUILD(_avx512, exp_floor, TARGET_AVX512)
+static const ForwardFn forwards[N_BUILDS] = {forward_avx512, forward_avx2, forward_baseline};
+static const BackwardFn backwards[N_BUILDS] = {backward_avx512, backward_avx2,
+                                               backward_baseline};
+#else
+DEFINE_BUILD(_baseline, exp_floor, )
+static const ForwardFn forwards[N_BUILDS] = {forward_baseline};
+static const BackwardFn backwards[N_BUILDS] = {backward_baseline};
+#endif
+
+/* Forward (backward = 0) or backward of sentences b0 ... b1-1, with the GIL released. */
+static PyObject *run_mixture(PyObject *args, int backward) {
+    unsigned long long out, c, mu, sigma, pos, real, alpha, gate; /* "K": addresses */
+    unsigned long long g[6]; /* backward: grad, dc, dmu, dsigma, dalpha, dgate */
+    Mixture M;
+    Py_ssize_t b0, b1;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKnniifnn(KKKKKK)", &out, &c, &mu, &sigma, &pos, &real,
+                          &alpha, &gate, &M.rows_per_batch, &M.tk, &M.k, &M.mode,
+                          &M.fixed_gate, &b0, &b1, &g[0], &g[1], &g[2], &g[3], &g[4], &g[5]))
+        return NULL;
+    if (M.k < 1 || M.tk < 0 || M.rows_per_batch < 0 || M.mode < 0 || M.mode > 1 ||
+        (M.mode == 0 && gate == 0) || (backward && (g[0] == 0 || g[1] == 0 || g[2] == 0 ||
+                                                    g[3] == 0 || (g[4] != 0 && alpha == 0)))) {
+        PyErr_Format(PyExc_ValueError,
+                     "gmm_mixture: K=%d must be >= 1, mode=%d 0 (with a gate) or 1; backward "
+                     "needs grad, dc, dmu and dsigma, and dalpha alpha",
+                     M.k, M.mode);
+        return NULL;
+    }
+    M.out = (float *)out;
+    M.c = (const float *)c;
+    M.mu = (const float *)mu;
+    M.sigma = (const float *)sigma;
+    M.pos = (const float *)pos;
+    M.real = (const uint8_t *)real;
+    M.alpha = (const float *)alpha;
+    M.gate = (const float *)gate;
+    MixtureGrads G = {(const float *)g[0], (float *)g[1], (float *)g[2],
+                      (float *)g[3], (float *)g[4], (float *)g[5]};
+    float *masked = NULL;
+    if (backward) {
+        masked = (float *)malloc(sizeof(float) * (size_t)(M.tk > 0 ? M.tk : 1));
+        if (masked == NULL) return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (backward)
+        backwards[build_current](&M, &G, b0, b1, masked);
+    else
+        forwards[build_current](&M, b0, b1);
+    Py_END_ALLOW_THREADS
+    free(masked);
+    Py_RETURN_NONE;
+}
+
+/* forward(out, c, mu, sigma, pos, real, alpha, gate, rows_per_batch, Tk, K, mode, fixed_gate,
+ *         b0, b1, (0, 0, 0, 0, 0, 0)) */
+static PyObject *mixture_forward(PyObject *self, PyObject *args) { return run_mixture(args, 0); }
+
+/* backward(0, c, mu, sigma, pos, real, alpha, gate, rows_per_batch, Tk, K, mode, fixed_gate,
+ *          b0, b1, (grad, dc, dmu, dsigma, dalpha or 0, dgate or 0)): all written. */
+static PyObject *mixture_backward(PyObject *self, PyObject *args) { return run_mixture(args, 1); }
+
+static PyMethodDef methods[] = {
+    {"forward", mixture_forward, METH_VARARGS, "eq. 6 and 13 forward (see gmm_mixture.py)."},
+    {"backward", mixture_backward, METH_VARARGS, "eq. 6 and 13 backward (see gmm_mixture.py)."},
+    BUILD_METHODS,
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gmm_mixture", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__gmm_mixture(void) {
+    detect_builds();
+    return PyModule_Create(&module);
+}

@@ -33,9 +33,9 @@
 #include <string.h>
 
 #include "builds.h"
+#include "gmm_params.h"
 #include "vec_math.h"
 
-#define EXP_FLOOR (-87.0f)
 #define LANES 16
 
 typedef struct {
@@ -51,12 +51,6 @@ typedef struct {
     const float *grad;
     float *dc, *dmu, *dsigma, *dalpha, *dgate; /* dalpha, dgate: NULL when not wanted */
 } MixtureGrads;
-
-/* torch.lerp's two-sided formula (exact at weight 0 and 1). */
-static inline float lerp(float start, float end, float weight) {
-    return fabsf(weight) < 0.5f ? start + weight * (end - start)
-                                : end - (end - start) * (1.0f - weight);
-}
 
 static inline float row_gate(const Mixture *M, Py_ssize_t row) {
     return M->mode == 0 ? M->gate[row] : M->fixed_gate;
@@ -233,9 +227,63 @@ static PyObject *mixture_forward(PyObject *self, PyObject *args) { return run_mi
  *          b0, b1, (grad, dc, dmu, dsigma, dalpha or 0, dgate or 0)): all written. */
 static PyObject *mixture_backward(PyObject *self, PyObject *args) { return run_mixture(args, 1); }
 
+/* The mixture's parameters from the raw predictor outputs (variant "approx", eq. 10-12 and 14,
+ * gmm_params.h) and their backward, for sentences b0 ... b1-1 with the GIL released.
+ *   params_forward(raw, length, c, mu, sigma, gate, rows_per_batch, raw_stride, layout..., b0,
+ *                  b1, (0, 0, 0, 0, 0))
+ *   params_backward(raw, length, 0, 0, 0, 0, rows_per_batch, raw_stride, layout..., b0, b1,
+ *                   (dc, dmu, dsigma, dgate or 0, draw))
+ * raw (rows, raw_stride); length J (rows,); c, mu, sigma, dc, dmu, dsigma (rows, K); gate,
+ * dgate (rows,) (gate: 0 with a fixed gate); draw (rows, raw_stride), every column written. */
+static PyObject *run_params(PyObject *args, int backward) {
+    unsigned long long raw_p, length_p, c_p, mu_p, sigma_p, gate_p, g[5];
+    Py_ssize_t rows_per_batch, raw_stride, b0, b1;
+    Layout L;
+    if (!PyArg_ParseTuple(args, "KKKKKKnniiiiiiiiffnn(KKKKK)", &raw_p, &length_p, &c_p, &mu_p,
+                          &sigma_p, &gate_p, &rows_per_batch, &raw_stride, &L.k, &L.mu_col,
+                          &L.mu_n, &L.sigma_col, &L.sigma_n, &L.omega_col, &L.gate_col,
+                          &L.fusion, &L.sigma_min, &L.fixed_gate, &b0, &b1, &g[0], &g[1], &g[2],
+                          &g[3], &g[4]))
+        return NULL;
+    if (L.k < 1 || L.k > MAX_K || raw_stride < 1 || raw_stride > 1 << 20 ||
+        (backward ? (g[0] == 0 || g[1] == 0 || g[2] == 0 || g[4] == 0 ||
+                     (L.gate_col >= 0 && g[3] == 0))
+                  : (c_p == 0 || mu_p == 0 || sigma_p == 0))) {
+        PyErr_Format(PyExc_ValueError,
+                     "gmm_mixture params: K=%d outside 1-%d, raw_stride=%zd, or a missing "
+                     "buffer",
+                     L.k, MAX_K, raw_stride);
+        return NULL;
+    }
+    const float *raw = (const float *)raw_p, *length = (const float *)length_p;
+    int k = L.k;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t row = b0 * rows_per_batch; row < b1 * rows_per_batch; row++) {
+        const float *x = raw + row * raw_stride;
+        if (backward) {
+            float dgate = L.gate_col >= 0 ? ((const float *)g[3])[row] : 0.0f;
+            row_params_backward(x, length[row], &L, (const float *)g[0] + row * k,
+                                (const float *)g[1] + row * k, (const float *)g[2] + row * k,
+                                dgate, (float *)g[4] + row * raw_stride, (int)raw_stride);
+        } else {
+            float gate;
+            row_params(x, length[row], &L, (float *)c_p + row * k, (float *)mu_p + row * k,
+                       (float *)sigma_p + row * k, &gate);
+            if (gate_p) ((float *)gate_p)[row] = gate;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *params_forward(PyObject *self, PyObject *args) { return run_params(args, 0); }
+static PyObject *params_backward(PyObject *self, PyObject *args) { return run_params(args, 1); }
+
 static PyMethodDef methods[] = {
     {"forward", mixture_forward, METH_VARARGS, "eq. 6 and 13 forward (see gmm_mixture.py)."},
     {"backward", mixture_backward, METH_VARARGS, "eq. 6 and 13 backward (see gmm_mixture.py)."},
+    {"params_forward", params_forward, METH_VARARGS, "eq. 10-12 and 14 (see gmm_mixture.py)."},
+    {"params_backward", params_backward, METH_VARARGS, "their backward (see gmm_mixture.py)."},
     BUILD_METHODS,
     {NULL, NULL, 0, NULL},
 };

@@ -27,58 +27,8 @@
 #include <string.h>
 
 #include "builds.h"
+#include "gmm_params.h"
 #include "vec_math.h"
-
-#define EXP_FLOOR (-87.0f)
-#define HALF_LOG_2PI 0.91893853320467274178f
-#define MAX_K 64
-
-static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-/* torch.lerp's two-sided formula (exact at weight 0 and 1). */
-static inline float lerp(float start, float end, float weight) {
-    return fabsf(weight) < 0.5f ? start + weight * (end - start)
-                                : end - (end - start) * (1.0f - weight);
-}
-
-typedef struct {
-    int k, mu_col, mu_n, sigma_col, sigma_n, omega_col, gate_col, fusion;
-    float sigma_min, fixed_gate;
-} Layout;
-
-/* c, mu, sigma of one row's K components and its gate (eq. 10-12, 14). */
-static void row_params(const float *x, float length, const Layout *L, float *c, float *mu,
-                       float *sigma, float *gate) {
-    int k = L->k;
-    float log_w[MAX_K];
-    if (L->omega_col >= 0) {
-        const float *w = x + L->omega_col;
-        float top = w[0];
-        for (int i = 1; i < k; i++) top = w[i] > top ? w[i] : top;
-        float total = 0.0f;
-        for (int i = 0; i < k; i++) total += expf(w[i] - top);
-        float log_total = logf(total);
-        for (int i = 0; i < k; i++) log_w[i] = w[i] - top - log_total;
-    } else {
-        float uniform = -logf((float)k);
-        for (int i = 0; i < k; i++) log_w[i] = uniform;
-    }
-    float half_length = 0.5f * length;
-    for (int i = 0; i < k; i++) {
-        float s_mu = sigmoid(x[L->mu_col + (L->mu_n == 1 ? 0 : i)]);
-        float s_sigma = sigmoid(x[L->sigma_col + (L->sigma_n == 1 ? 0 : i)]);
-        float m = length * s_mu;
-        float rest = length - m;
-        float nearer = m < rest ? m : rest;
-        float wide = half_length * s_sigma;
-        float s = (wide < nearer ? wide : nearer) / 3.0f;
-        s = s < L->sigma_min ? L->sigma_min : s;
-        mu[i] = m;
-        sigma[i] = s;
-        c[i] = log_w[i] - (logf(s) + HALF_LOG_2PI);
-    }
-    *gate = L->gate_col >= 0 ? sigmoid(x[L->gate_col]) : L->fixed_gate;
-}
 
 /* beta (eq. 6) of one row into acc[0..tk): one loop over the keys per component, vectorised,
  * in three builds chosen at import by the CPU (AVX-512, AVX2 + FMA, or x86-64's baseline). */

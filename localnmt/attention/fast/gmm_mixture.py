@@ -1,32 +1,44 @@
-"""Gaussian mixture attention fused with dot-product attention, forward and backward in C
-(Zhang & Feng 2021, eq. 6 and 13).
+"""Gaussian mixture cross-attention after the predictors, forward and backward in C, for
+training and full-sequence forwards (Zhang & Feng 2021, eq. 6 and 10-14).
 
-After the predictors and the conversions of eq. 10-12, GMM cross-attention computes β of eq.
-6 over ``(B, H, Tq, K, Tk)`` mixture terms and fuses it with the softmax α (eq. 13). As torch
-ops that is a dozen passes over such tensors forward and again in backward (which recomputes
-the terms, see ``_MixtureSum`` in ``methods/gmm.py``), each allocating a fresh
-``(…, K, Tk)`` temporary: the largest part of GMM's own training cost at T = 64 in
-``python -m bench.profile_step``. :func:`mixture_lerp` computes the same numbers in one pass
-per row and direction (``localnmt/csrc/gmm_mixture.c``, built by ``setup.py`` as the optional
-extension ``localnmt._gmm_mixture``), without any ``(…, K, Tk)`` tensor, on several threads.
+As torch ops, GMM cross-attention after its predictors is two stages with autograd:
 
-It takes float32 CPU tensors with storage, any variant whose β is not renormalised (``approx``,
-``synthesis``) and every fusion; it declines (returns None, and the torch ops run) anything
-else, or when the extension was not built. A backward that must itself be differentiable
-(``create_graph``) or that runs under ``torch.func`` takes the torch ops. It differs from them
-by the rounding of exp (and, in the AVX builds, of fused multiply-adds): tests ask for 1e-5
-relative on values and gradients.
+- eq. 10-12 and 14, the raw predictor outputs → ``log ω − log Z``, μ, σ and the gate g: some
+  thirty small ops on ``(B, H, Tq, K)`` tensors, each paying dispatch and an autograd node;
+- eq. 6 and 13, β over ``(B, H, Tq, K, Tk)`` mixture terms fused with the softmax α: a dozen
+  passes over such tensors forward and again in backward (which recomputes the terms, see
+  ``_MixtureSum`` in ``methods/gmm.py``), each allocating a fresh ``(…, K, Tk)`` temporary.
+
+Both were about as costly as the paper's predictor FFNs themselves in a training step
+(``python -m bench.profile_step``). Here each stage is one autograd Function over C loops
+(``localnmt/csrc/gmm_mixture.c`` and ``gmm_params.h``, built by ``setup.py`` as the optional
+extension ``localnmt._gmm_mixture``), on several threads, without any ``(…, K, Tk)`` tensor:
+
+- :func:`gated_mixture`: ``g·β`` or ``lerp(α, β, g)`` from the mixture's parameters (any
+  variant whose β is not renormalised: ``approx``, ``synthesis``);
+- :func:`approx_gated_mixture`: the same from the raw predictor outputs, variant ``approx``
+  (the paper's method) with any ``share`` / ``fusion``.
+
+They take float32 CPU tensors with storage and decline (return None, and the torch ops run)
+anything else, or when the extension was not built. A backward that must itself be
+differentiable (``create_graph``) or that runs under ``torch.func`` takes the torch ops. They
+differ from the torch ops by the rounding of exp and log (and, in the AVX builds, of fused
+multiply-adds): tests ask for 1e-5 relative on values and gradients.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from localnmt.attention.fast.band_cpu import has_memory, run_by_sentences
+
+if TYPE_CHECKING:
+    from localnmt.attention.fast.gmm_step import OutputLayout
 
 try:
     from localnmt import _gmm_mixture
@@ -148,3 +160,94 @@ def _torch_backward(ctx: Any, grad: Tensor) -> tuple:
         found = iter(torch.autograd.grad(out, inputs, grad, create_graph=create_graph))
         got = [next(found) if w else None for w in wanted]
     return (*got[:3], None, None, got[3], got[4], None, None)
+
+
+#: ``(raw outputs) -> (log ω − log Z, μ, σ, g)`` in torch ops: the reference of eq. 10-12 and
+#: 14 that a differentiable backward (``create_graph``, ``torch.func``) goes through.
+ParamsReference = Callable[[Tensor], tuple[Tensor, Tensor, Tensor, Tensor | float]]
+
+
+def approx_gated_mixture(layout: OutputLayout, outputs: Tensor, length: Tensor,
+                         positions: Tensor, real: Tensor | None, shape: tuple[int, ...],
+                         reference: ParamsReference,
+                         alpha: Tensor | None = None) -> Tensor | None:  # fmt: skip
+    """:func:`gated_mixture` from the raw predictor ``outputs`` ``(B, H, Tq, C)`` of variant
+    ``approx`` (columns as in ``layout``), J ``length`` broadcastable to ``(B, 1, Tq, 1)``:
+    ``g·β`` (``alpha`` None) or ``lerp(alpha, β, g)``, ``(B, H, Tq, Tk)`` = ``shape``.
+    ``reference``: eq. 10-12 and 14 in torch ops, for a differentiable backward."""
+    if layout.k > MAX_K or not takes((outputs, length), None):
+        return None
+    batch, heads, tq, _ = shape
+    if outputs.dim() != 4 or outputs.shape[:3] != (batch, heads, tq):
+        return None
+    try:
+        lengths = length.expand(batch, 1, tq, 1).reshape(batch, 1, tq).expand(batch, heads, tq)
+    except RuntimeError:
+        return None
+    c, mu, sigma, gate = _ApproxParams.apply(outputs, lengths, layout, reference)
+    learned = layout.gate_col >= 0
+    return gated_mixture(c, mu, sigma, positions, real, gate if learned else layout.fixed_gate,
+                         alpha, shape)  # fmt: skip
+
+
+#: The C code keeps K parameters per row on the stack (gmm_params.h).
+MAX_K = 64
+
+
+class _ApproxParams(torch.autograd.Function):
+    """Eq. 10-12 and 14 of variant ``approx`` in C: raw predictor outputs ``(B, H, Tq, C)``
+    → ``log ω − log Z``, μ, σ ``(B, H, Tq, K)`` and g ``(B, H, Tq, 1)`` (the fixed gate where
+    it is not learned)."""
+
+    @staticmethod
+    def _args(raw, lengths, out: tuple, layout) -> tuple:
+        batch, heads, tq, width = raw.shape
+        return (raw.data_ptr(), lengths.data_ptr(), *out, heads * tq, width, layout.k,
+                layout.mu_col, layout.mu_n, layout.sigma_col, layout.sigma_n, layout.omega_col,
+                layout.gate_col, layout.fusion, layout.sigma_min, layout.fixed_gate)  # fmt: skip
+
+    @staticmethod
+    def forward(ctx: Any, raw: Tensor, lengths: Tensor, layout: OutputLayout,
+                reference: ParamsReference) -> tuple[Tensor, ...]:  # fmt: skip
+        raw, lengths = raw.contiguous(), lengths.contiguous()
+        ctx.save_for_backward(raw, lengths)
+        ctx.layout, ctx.reference = layout, reference
+        shape = (*raw.shape[:3], layout.k)
+        c, mu, sigma = (raw.new_empty(shape) for _ in range(3))
+        gate = raw.new_full((*raw.shape[:3], 1), layout.fixed_gate)
+        learned = layout.gate_col >= 0
+        out = (c.data_ptr(), mu.data_ptr(), sigma.data_ptr(), gate.data_ptr() if learned else 0)
+        args = _ApproxParams._args(raw, lengths, out, layout)
+        run_by_sentences(_gmm_mixture.params_forward, args, raw.size(0), (0,) * 5)
+        if not learned:
+            ctx.mark_non_differentiable(gate)
+        return c, mu, sigma, gate
+
+    @staticmethod
+    def backward(ctx: Any, dc: Tensor, dmu: Tensor, dsigma: Tensor, dgate: Tensor):
+        raw, lengths = ctx.saved_tensors
+        grads = (dc, dmu, dsigma, dgate)
+        if torch.is_grad_enabled() or not all(map(has_memory, grads)):  # create_graph, torch.func
+            return _reference_backward(ctx, raw, grads), None, None, None
+        layout = ctx.layout
+        dc, dmu, dsigma, dgate = (g.contiguous() for g in grads)
+        draw = torch.empty_like(raw)
+        learned = layout.gate_col >= 0
+        args = _ApproxParams._args(raw, lengths, (0, 0, 0, 0), layout)
+        addresses = (dc.data_ptr(), dmu.data_ptr(), dsigma.data_ptr(),
+                     dgate.data_ptr() if learned else 0, draw.data_ptr())  # fmt: skip
+        run_by_sentences(_gmm_mixture.params_backward, args, raw.size(0), addresses)
+        return draw, None, None, None
+
+
+def _reference_backward(ctx: Any, raw: Tensor, grads: tuple[Tensor, ...]) -> Tensor:
+    """The gradient of ``raw`` through the torch ops of ``ctx.reference``."""
+    create_graph = torch.is_grad_enabled()
+    with torch.enable_grad():
+        leaf = raw if create_graph and raw.requires_grad else raw.detach().requires_grad_()
+        outs = ctx.reference(leaf)
+        pairs = [(o, g) for o, g in zip(outs, grads) if isinstance(o, Tensor) and o.requires_grad]
+        (draw,) = torch.autograd.grad([o for o, _ in pairs], [leaf],
+                                      [g.expand_as(o) for o, g in pairs],
+                                      create_graph=create_graph)  # fmt: skip
+    return draw

@@ -408,10 +408,13 @@ class GaussianMixture(AttentionModifier):
             return None
         positions, real, blocked, length = self.source(ctx)
         scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
-        params, gate = self._mixture_and_gate(ctx, self.predictors.outputs(ctx.q, scale), length)
+        outputs = self.predictors.outputs(ctx.q, scale)
+        shape = (*outputs.shape[:3], ctx.k.size(2))
+        added = self._gated_in_c(ctx, outputs, length, positions, real, shape)
+        if added is not None:
+            return AffinePost(self._keep(outputs), added)
+        params, gate = self._mixture_and_gate(ctx, outputs, length)
         normalise = self.options.variant == "norm"
-        shape = (*params.mu.shape[:3], ctx.k.size(2))
-        added = None
         if not normalise:  # g·β in one C pass (fast/gmm_mixture.py)
             added = gmm_mixture.gated_mixture(
                 params.log_scale, params.mu, params.sigma, positions, real, gate, shape=shape
@@ -420,6 +423,28 @@ class GaussianMixture(AttentionModifier):
             beta = mixture_attention(params, positions, real, normalise, length, blocked)
             added = beta if isinstance(gate, float) and gate == 1.0 else beta * gate
         return AffinePost(1.0 - gate, added)
+
+    def _gated_in_c(self, ctx: AttentionContext, outputs: Tensor, length: Tensor,
+                    positions: Tensor, real: Tensor | None, shape: tuple[int, ...],
+                    alpha: Tensor | None = None) -> Tensor | None:  # fmt: skip
+        """``g·β`` (or with ``alpha`` γ) from the raw predictor outputs by eq. 6 and 10-14 in
+        C (variant ``approx``, fast/gmm_mixture.py), or None where that path declines."""
+        if self._step_layout is None:
+            return None
+
+        def reference(raw: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | float]:
+            params, gate = self._mixture_and_gate(ctx, raw, length)
+            return params.log_scale, params.mu, params.sigma, gate
+
+        return gmm_mixture.approx_gated_mixture(
+            self._step_layout, outputs, length, positions, real, shape, reference, alpha
+        )
+
+    def _keep(self, outputs: Tensor) -> Tensor | float:
+        """``1 − g`` of eq. 13 (eq. 14's gate from its raw output column)."""
+        if self.options.fusion != "gate":
+            return 0.5 if self.options.fusion == "average" else 0.0
+        return 1.0 - torch.sigmoid(self.predictors.split(outputs)["gate"].float())
 
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         positions, real, blocked, length = self.source(ctx)
@@ -431,11 +456,15 @@ class GaussianMixture(AttentionModifier):
             fused = gmm_step.mixture_post(layout, outputs, probs, positions, length, real)
             if fused is not None:
                 return fused
-        params, gate = self._mixture_and_gate(ctx, outputs, length)
         fusion = self.options.fusion
+        alpha = None if fusion == "gmm" else probs
+        if not ctx.recording:  # eq. 6 and 10-14 in C (fast/gmm_mixture.py)
+            fused = self._gated_in_c(ctx, outputs, length, positions, real, probs.shape, alpha)
+            if fused is not None:
+                return fused
+        params, gate = self._mixture_and_gate(ctx, outputs, length)
         normalise = self.options.variant == "norm"
         if not (ctx.recording or normalise):  # eq. 6 and 13 in one C pass (fast/gmm_mixture.py)
-            alpha = None if fusion == "gmm" else probs
             fused = gmm_mixture.gated_mixture(
                 params.log_scale, params.mu, params.sigma, positions, real, gate, alpha,
                 probs.shape,

@@ -25,7 +25,10 @@ setup(
         Extension(
             f"localnmt.{name}",
             [f"localnmt/csrc/{source}"],
-            depends=[f"localnmt/csrc/{h}" for h in ("vec_math.h", "builds.h", "band_impl.h", "gmm_params.h")],
+            depends=[
+                f"localnmt/csrc/{h}"
+                for h in ("vec_math.h", "builds.h", "band_impl.h", "gmm_params.h")
+            ],
             extra_compile_args=["-O3", "-fno-trapping-math"],
             optional=True,
         )

@@ -1,6 +1,12 @@
 """The attention pipeline and its modifiers (one module per method)."""
 
-from localnmt.attention.context import AttentionContext, AttentionSite, BandMask, QuadraticBias
+from localnmt.attention.context import (
+    AffinePost,
+    AttentionContext,
+    AttentionSite,
+    BandMask,
+    QuadraticBias,
+)
 from localnmt.attention.modifier import (
     AttentionModifier,
     SpecError,
@@ -12,6 +18,7 @@ from localnmt.attention.modifier import (
 from localnmt.attention.pipeline import LocalAttention
 
 __all__ = [
+    "AffinePost",
     "AttentionContext",
     "AttentionModifier",
     "AttentionSite",

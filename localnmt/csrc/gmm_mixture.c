@@ -69,9 +69,9 @@ static inline float row_gate(const Mixture *M, Py_ssize_t row) {
                 for (Py_ssize_t j = 0; j < tk; j++) acc[j] = 0.0f;                             \
                 for (int i = 0; i < M->k; i++) {                                               \
                     Py_ssize_t at = row * M->k + i;                                            \
-                    float ci = M->c[at], mi = M->mu[at], si = M->sigma[at], inv = 1.0f / si;                    \
+                    float ci = M->c[at], mi = M->mu[at], si = M->sigma[at];                    \
                     for (Py_ssize_t j = 0; j < tk; j++) {                                      \
-                        float z = (pos[j] - mi) * inv;                                          \
+                        float z = (pos[j] - mi) / si;                                          \
                         float e = ci + (-0.5f * z) * z;                                        \
                         e = e < EXP_FLOOR ? EXP_FLOOR : e;                                     \
                         acc[j] += EXP(e);                                                      \
@@ -103,12 +103,12 @@ static inline float row_gate(const Mixture *M, Py_ssize_t row) {
                 float g = row_gate(M, row), total = 0.0f;                                      \
                 for (int i = 0; i < M->k; i++) {                                               \
                     Py_ssize_t at = row * M->k + i;                                            \
-                    float ci = M->c[at], mi = M->mu[at], si = M->sigma[at], inv = 1.0f / si;                    \
+                    float ci = M->c[at], mi = M->mu[at], si = M->sigma[at];                    \
                     float s0[LANES] = {0}, s1[LANES] = {0}, s2[LANES] = {0};                   \
                     Py_ssize_t j = 0;                                                          \
                     for (; j + LANES <= tk; j += LANES)                                        \
                         for (int l = 0; l < LANES; l++) {                                      \
-                            float z = (pos[j + l] - mi) * inv;                                  \
+                            float z = (pos[j + l] - mi) / si;                                  \
                             float e = ci + (-0.5f * z) * z;                                    \
                             e = e < EXP_FLOOR ? EXP_FLOOR : e;                                 \
                             float w = masked[j + l] * EXP(e);                                  \
@@ -123,7 +123,7 @@ static inline float row_gate(const Mixture *M, Py_ssize_t row) {
                         a2 += s2[l];                                                           \
                     }                                                                          \
                     for (; j < tk; j++) {                                                      \
-                        float z = (pos[j] - mi) * inv;                                          \
+                        float z = (pos[j] - mi) / si;                                          \
                         float e = ci + (-0.5f * z) * z;                                        \
                         e = e < EXP_FLOOR ? EXP_FLOOR : e;                                     \
                         float w = masked[j] * EXP(e);                                          \

@@ -9,6 +9,7 @@ import torch
 from fairseq.modules import MultiheadAttention
 
 from localnmt.attention import (
+    AffinePost,
     AttentionModifier,
     AttentionSite,
     BandMask,
@@ -205,6 +206,37 @@ class _ProbePost(AttentionModifier):
         return probs * 0.5
 
 
+@register_modifier
+class _ProbeAffine(AttentionModifier):
+    """``p ↦ keep·p + add`` with a learned, query-dependent ``keep`` (a sigmoid of the query)
+    and a fixed ``add`` (a distance pattern over real keys), offered to the pipeline as an
+    :class:`AffinePost` too; ``drop``: ``keep = 0`` (the dot-product part dropped)."""
+
+    name = "_probe_affine"
+
+    @dataclass
+    class Options:
+        drop: int = option(0)
+
+    calls = 0  # post_affine calls (class-wide, reset by the tests)
+
+    def _parts(self, ctx):
+        keep = 0.0 if self.options.drop else torch.sigmoid(ctx.q.sum(-1, keepdim=True))
+        rel = ctx.key_positions[:, None, None, :] - ctx.query_positions[:, None, :, None]
+        add = 0.3 / (1.0 + rel.abs().float())
+        if ctx.key_padding_mask is not None:
+            add = add.masked_fill(ctx.key_padding_mask[:, None, None, :].bool(), 0.0)
+        return keep, add.expand(*ctx.q.shape[:3], -1)
+
+    def post(self, ctx, probs):
+        keep, add = self._parts(ctx)
+        return keep * probs + add
+
+    def post_affine(self, ctx):
+        type(self).calls += 1
+        return AffinePost(*self._parts(ctx))
+
+
 def _site_attention(spec: str, kind: str = "encoder_self") -> LocalAttention:
     site = AttentionSite(kind, 0, 1, E, H)
     mods = build_modifiers(parse_spec(spec), site)
@@ -399,3 +431,42 @@ def test_query_with_no_allowed_key_attends_to_nothing_on_every_path(side, kernel
     assert (w.transpose(0, 1)[first.unsqueeze(1).expand(-1, H, -1)] == 0).all()
     expected = ours.out_proj.bias.expand(int(first.sum()), E)
     torch.testing.assert_close(dense.transpose(0, 1)[first], expected, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("spec", ["_probe_affine", "_probe_affine[drop=1]"])
+@pytest.mark.parametrize("kind", ["encoder_self", "cross"])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_affine_post_stage_equals_post_on_the_dense_path(spec, kind, side):
+    """Without weights an affine post stage runs as keep·(p @ V) + add @ V on a fused kernel;
+    values and every gradient equal the dense path's post(p) @ V."""
+    ours = _site_attention(spec, kind).train()
+    x, kv, pad, _ = inputs(kind, side)
+    x.requires_grad_()
+    results = []
+    for need_weights in (False, True):
+        _ProbeAffine.calls = 0
+        out, _ = ours(x, kv, kv, key_padding_mask=pad, need_weights=need_weights)
+        assert _ProbeAffine.calls == (0 if need_weights else 1)
+        grads = torch.autograd.grad((out**2).sum(), [x, *ours.parameters()], allow_unused=True)
+        results.append((out, grads))
+    (fast, fast_grads), (dense, dense_grads) = results
+    torch.testing.assert_close(fast, dense, atol=1e-6, rtol=0)
+    for a, b in zip(fast_grads, dense_grads):
+        if a is None or b is None:  # drop=1: the keys' projection does not enter (or gets 0)
+            assert not any(t is not None and t.any() for t in (a, b))
+            continue
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_affine_post_stage_declined_with_attention_dropout_and_head_selection():
+    """Dropout acts on post(p), not on p; a modifier on some heads only mixes post(p) and p."""
+    x, _, pad, _ = inputs("encoder_self", "left")
+    site = AttentionSite("encoder_self", 0, 1, E, H)
+    _, dropped = make_pair("encoder_self", build_modifiers(parse_spec("_probe_affine"), site), 0.1)
+    some_heads = _site_attention("_probe_affine[heads=2]")
+    _ProbeAffine.calls = 0
+    dropped.train()(x, x, x, key_padding_mask=pad, need_weights=False)
+    out, _ = some_heads(x, x, x, key_padding_mask=pad, need_weights=False)
+    assert _ProbeAffine.calls == 0
+    dense, _ = some_heads(x, x, x, key_padding_mask=pad, need_weights=True)
+    torch.testing.assert_close(out, dense, atol=1e-6, rtol=0)

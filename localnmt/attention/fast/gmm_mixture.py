@@ -49,7 +49,6 @@ except ImportError:  # no C compiler at install time: the torch ops run
 ENABLED = _gmm_mixture is not None
 
 
-
 def takes(floats: tuple[Tensor | None, ...], real: Tensor | None) -> bool:
     """Built; every given tensor on the CPU with storage, float32 (``real``: bool)."""
     tensors = [(t, torch.float32) for t in floats if t is not None]

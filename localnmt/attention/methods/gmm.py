@@ -44,6 +44,7 @@ from torch.nn import functional as F
 
 from localnmt.attention.context import AffinePost, AttentionContext, AttentionSite
 from localnmt.attention.fast import gmm_mixture, gmm_step
+from localnmt.attention.fast.gmm_predictors import predictor_outputs
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 from localnmt.attention.record import tensor_field
 
@@ -106,7 +107,7 @@ class PredictorBank(nn.Module):
         # weights instead of the activations (2·scale is exact when scale is a power of two,
         # as √64 = 8 is). Agrees with the tanh form to float32 rounding (≤ 1e-6 here).
         w1, b1, w2, b2 = self._folded(scale, reuse)
-        return F.linear(F.linear(q, w1, b1).sigmoid_(), w2, b2)
+        return predictor_outputs(q, w1, b1, w2, b2)  # training: fast/gmm_predictors.py
 
     def split(self, outputs: Tensor) -> dict[str, Tensor]:
         """:meth:`outputs` (or a function of it, element by element) by predictor name."""

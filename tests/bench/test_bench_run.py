@@ -237,3 +237,19 @@ def test_gmm_decoding_benchmark_runs_and_restores_post(capsys) -> None:
     for form in ("baseline", *gmm_decoding.FORMS):
         assert f"| {form} |" in out
     assert "full − predictors-only)" in out and "full, torch ops − predictors-only)" in out
+
+
+def test_gmm_training_benchmark_runs_and_restores_switches(capsys) -> None:
+    """bench.gmm_training on a tiny config: one row per form (no timing asserted); the GMM
+    modifier's post_affine and the C and predictor switches are left as they were."""
+    from bench import gmm_training
+    from localnmt.attention.fast import gmm_mixture, gmm_predictors
+    from localnmt.attention.methods.gmm import GaussianMixture
+
+    before = (GaussianMixture.post_affine, gmm_mixture.ENABLED, gmm_predictors.ENABLED)
+    gmm_training.main(["--length", "3", "--max-tokens", "6", "--vocab", "100", "--repeats", "1"])
+    out = capsys.readouterr().out
+    after = (GaussianMixture.post_affine, gmm_mixture.ENABLED, gmm_predictors.ENABLED)
+    assert after == before
+    for form in ("baseline", *gmm_training.FORMS):
+        assert f"| {form} |" in out

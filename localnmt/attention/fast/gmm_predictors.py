@@ -21,13 +21,16 @@ from torch.nn import functional as F
 
 from localnmt.attention.fast.band_cpu import has_memory
 
+#: Switch for tests and benchmarks (False: always ``F.linear`` through autograd).
+ENABLED = True
+
 
 def predictor_outputs(q: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
     """``sigmoid(q W1^T + b1) W2^T + b2`` for ``q`` ``(…, d)``; the hand-written backward where
     autograd records (plain tensors), ``F.linear`` otherwise."""
     tensors = (q, w1, b1, w2, b2)
     recorded = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    if not recorded or not all(map(has_memory, tensors)):  # inference, torch.func
+    if not (ENABLED and recorded) or not all(map(has_memory, tensors)):  # inference, torch.func
         return F.linear(F.linear(q, w1, b1).sigmoid_(), w2, b2)
     return _PredictorGemms.apply(q, w1, b1, w2, b2)
 

@@ -1,0 +1,120 @@
+"""Where GMM cross-attention's training time goes: the step taken apart, A/B in one process.
+
+    python -m bench.gmm_training [--length 64] [--repeats 9]
+
+One training step (``bench.training``: forward, label-smoothed cross-entropy, backward, Adam;
+1024 target tokens) of the fairseq baseline and of the GMM row's model
+(``zhang2021/table-2/our-method/base`` by default) in these forms:
+
+- full: eq. 13 as ``(1 − g)·(α @ V) + (g·β) @ V`` on fused SDPA (``post_affine``), eq. 6 and
+  10-14 in C (``fast/gmm_mixture.py``, where it is built), the predictors' hand-written
+  backward (``fast/gmm_predictors.py``);
+- each of the three off in turn: "dense path" (γ = lerp(α, β, g) from explicit α),
+  "torch ops" (eq. 6 and 10-14 as torch ops), "autograd predictors" (``F.linear``);
+- "all three off": the three together (the code before them);
+- "SDPA only": ``post_affine`` keeping α alone (no predictors, no mixture), and
+  "+ predictors": the same after running the predictors: full − "+ predictors" is what eq. 6
+  and 10-14 cost, "+ predictors" − "SDPA only" what the predictors cost.
+
+Prints seconds per step and each form's speed relative to the baseline (median over the
+repeats of the paired ratios, as ``bench.run``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+
+import torch
+
+from bench.machine import describe, machine_info
+from bench.measure import interleaved, median_ratio
+from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
+from bench.synthetic import batch_size_for, make_batch, make_dictionary
+from bench.training import Trainer
+from localnmt.attention.context import AffinePost
+from localnmt.attention.fast import gmm_mixture, gmm_predictors
+from localnmt.attention.methods.gmm import GaussianMixture
+from localnmt.machine import load_average
+
+
+def _dense_path(self: GaussianMixture, ctx) -> None:
+    return None
+
+
+def _sdpa_only(self: GaussianMixture, ctx) -> AffinePost:
+    return AffinePost(1.0, None)
+
+
+def _predictors_only(self: GaussianMixture, ctx) -> AffinePost:
+    outputs = self.predictors.outputs(ctx.q, ctx.q.size(-1) ** 0.5)
+    return AffinePost(1.0 + 0.0 * outputs[..., :1], None)  # keeps their backward in the step
+
+
+#: form name: (post_affine replacement, C mixture allowed, predictors' backward allowed)
+FORMS = {"full": (None, True, True), "dense path": (_dense_path, True, True),
+         "torch ops": (None, False, True), "autograd predictors": (None, True, False),
+         "all three off": (_dense_path, False, False), "SDPA only": (_sdpa_only, True, True),
+         "+ predictors": (_predictors_only, True, True)}  # fmt: skip
+
+
+def take_apart(row_name: str, length: int, max_tokens: int, repeats: int, vocab: int) -> dict:
+    """Seconds per training step of the baseline and of each form of the model."""
+    from localnmt.catalog import all_rows
+
+    row = next(r for r in all_rows() if r.name == row_name)
+    dictionary = make_dictionary(vocab)
+    ns = parse_model_args(row.arch, row.args, size_overrides(512, 2048))
+    batch = make_batch(dictionary, batch_size_for(max_tokens, length), length)
+    device = torch.device("cpu")
+    torch.manual_seed(0)
+    base = Trainer(build_baseline(ns, dictionary), device, torch.float32)
+    cand = Trainer(build_candidate(ns, dictionary), device, torch.float32)
+    original = GaussianMixture.post_affine
+    built = gmm_mixture.ENABLED
+
+    def form(post_affine: Callable | None, c_mixture: bool, predictors: bool):
+        def run() -> object:
+            GaussianMixture.post_affine = post_affine or original
+            gmm_mixture.ENABLED = built and c_mixture
+            gmm_predictors.ENABLED = predictors
+            try:
+                return cand.step(batch)
+            finally:
+                GaussianMixture.post_affine = original
+                gmm_mixture.ENABLED = built
+                gmm_predictors.ENABLED = True
+
+        return run
+
+    fns = {"baseline": lambda: base.step(batch)}
+    fns.update({name: form(*how) for name, how in FORMS.items()})
+    return interleaved(fns, device, warmup=2, repeats=repeats)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--row", default="zhang2021/table-2/our-method/base")
+    p.add_argument("--length", type=int, default=64)
+    p.add_argument("--max-tokens", type=int, default=1024)
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--repeats", type=int, default=9)
+    args = p.parse_args(argv)
+    print(describe(machine_info(torch.device("cpu"))), flush=True)
+    times = take_apart(args.row, args.length, args.max_tokens, args.repeats, args.vocab)
+    base = times["baseline"]
+    print(f"\n{args.row}, training step, T = {args.length}, {args.max_tokens} tokens\n")
+    print("| form | s per step | − baseline, ms | speed ÷ baseline |\n|---|---|---|---|")
+    for name, seconds in times.items():
+        median = statistics.median(seconds)
+        delta = 1e3 * (median - statistics.median(base))
+        print(f"| {name} | {median:.3f} | {delta:+.0f} | {median_ratio(base, seconds):.3f} |")
+    if not gmm_mixture.ENABLED:
+        print("\n(the C extension is not built: full and torch ops are the same code)")
+    load = load_average()
+    print(f"\nload {load[0]:.1f} at the end" if load else "\nload unknown")
+
+
+if __name__ == "__main__":
+    main()

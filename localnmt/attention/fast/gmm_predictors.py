@@ -2,13 +2,14 @@
 2021, eq. 7-9 and 14: ``V^T tanh(W^T Q(s_i) + b1) + b2``, shared by all heads).
 
 The predictors' hidden layer is ``(B·H·Tq, n·d)``: at 1024 target tokens of a base model 8192
-rows of 256 floats (8 MB) per layer, twice the size of the FFN's. Through autograd, its
-backward allocates and writes such a tensor three times (the hidden gradient, the sigmoid's
-backward, the input's 4-D matmul) and its forward adds the bias in a separate pass.
+rows of 256 floats (8 MB) per layer, as large as the FFN's hidden layer. Through autograd, its
+backward writes the hidden gradient and then a second fresh tensor of that size for the
+sigmoid's backward, and on the 4-D input the forward adds the bias in a separate pass.
 :func:`predictor_outputs` computes the same products as ``F.linear(F.linear(q, W1, b1).sigmoid_(),
 W2, b2)`` with the bias inside the GEMM, on the ``(rows, d)`` input, and takes the sigmoid's
-backward in place in the hidden gradient: about a quarter less time for the predictors
-(``python -m bench.profile_step``), the same numbers bit for bit on the same machine.
+backward in place in the hidden gradient. ``python -m bench.gmm_training`` compares it with
+autograd in a whole step (its "autograd predictors" form); the test asks for the autograd
+values and gradients to float32 rounding.
 """
 
 from __future__ import annotations

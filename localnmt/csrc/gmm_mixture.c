@@ -66,17 +66,8 @@ static inline float row_gate(const Mixture *M, Py_ssize_t row) {
             for (Py_ssize_t r = 0; r < M->rows_per_batch; r++) {                               \
                 Py_ssize_t row = b * M->rows_per_batch + r;                                    \
                 float *restrict acc = M->out + row * tk;                                       \
-                for (Py_ssize_t j = 0; j < tk; j++) acc[j] = 0.0f;                             \
-                for (int i = 0; i < M->k; i++) {                                               \
-                    Py_ssize_t at = row * M->k + i;                                            \
-                    float ci = M->c[at], mi = M->mu[at], si = M->sigma[at];                    \
-                    for (Py_ssize_t j = 0; j < tk; j++) {                                      \
-                        float z = (pos[j] - mi) / si;                                          \
-                        float e = ci + (-0.5f * z) * z;                                        \
-                        e = e < EXP_FLOOR ? EXP_FLOOR : e;                                     \
-                        acc[j] += EXP(e);                                                      \
-                    }                                                                          \
-                }                                                                              \
+                Py_ssize_t at = row * M->k;                                                    \
+                mixture##SUFFIX(pos, (int)tk, M->k, M->c + at, M->mu + at, M->sigma + at, acc); \
                 if (real)                                                                      \
                     for (Py_ssize_t j = 0; j < tk; j++) acc[j] = real[j] ? acc[j] : 0.0f;      \
                 float g = row_gate(M, row);                                                    \
@@ -109,9 +100,7 @@ static inline float row_gate(const Mixture *M, Py_ssize_t row) {
                     for (; j + LANES <= tk; j += LANES)                                        \
                         for (int l = 0; l < LANES; l++) {                                      \
                             float z = (pos[j + l] - mi) / si;                                  \
-                            float e = ci + (-0.5f * z) * z;                                    \
-                            e = e < EXP_FLOOR ? EXP_FLOOR : e;                                 \
-                            float w = masked[j + l] * EXP(e);                                  \
+                            float w = masked[j + l] * EXP(term_exponent(pos[j + l], ci, mi, si)); \
                             s0[l] += w;                                                        \
                             s1[l] += w * z;                                                    \
                             s2[l] += (w * z) * z;                                              \
@@ -124,9 +113,7 @@ static inline float row_gate(const Mixture *M, Py_ssize_t row) {
                     }                                                                          \
                     for (; j < tk; j++) {                                                      \
                         float z = (pos[j] - mi) / si;                                          \
-                        float e = ci + (-0.5f * z) * z;                                        \
-                        e = e < EXP_FLOOR ? EXP_FLOOR : e;                                     \
-                        float w = masked[j] * EXP(e);                                          \
+                        float w = masked[j] * EXP(term_exponent(pos[j], ci, mi, si));          \
                         a0 += w;                                                               \
                         a1 += w * z;                                                           \
                         a2 += (w * z) * z;                                                     \
@@ -163,6 +150,9 @@ typedef void (*BackwardFn)(const Mixture *, const MixtureGrads *, Py_ssize_t, Py
                            float *);
 
 #ifdef HAVE_X86_BUILDS
+DEFINE_MIXTURE(mixture_baseline, exp_sse2, )
+DEFINE_MIXTURE(mixture_avx2, exp_floor, TARGET_AVX2)
+DEFINE_MIXTURE(mixture_avx512, exp_floor, TARGET_AVX512)
 DEFINE_BUILD(_baseline, exp_sse2, )
 DEFINE_BUILD(_avx2, exp_floor, TARGET_AVX2)
 DEFINE_BUILD(_avx512, exp_floor, TARGET_AVX512)
@@ -170,6 +160,7 @@ static const ForwardFn forwards[N_BUILDS] = {forward_avx512, forward_avx2, forwa
 static const BackwardFn backwards[N_BUILDS] = {backward_avx512, backward_avx2,
                                                backward_baseline};
 #else
+DEFINE_MIXTURE(mixture_baseline, exp_floor, )
 DEFINE_BUILD(_baseline, exp_floor, )
 static const ForwardFn forwards[N_BUILDS] = {forward_baseline};
 static const BackwardFn backwards[N_BUILDS] = {backward_baseline};

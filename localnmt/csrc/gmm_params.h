@@ -22,6 +22,28 @@
 
 static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/* c - z^2/2 with z = (p - mu) / sigma, floored at -87 (float32's smallest normal exponent):
+ * the exponent of one term of eq. 6, in the torch ops' order. */
+static inline __attribute__((always_inline)) float term_exponent(float p, float c, float mu,
+                                                                 float sigma) {
+    float z = (p - mu) / sigma;
+    float e = c + (-0.5f * z) * z;
+    return e < EXP_FLOOR ? EXP_FLOOR : e;
+}
+
+/* beta (eq. 6) of one row into acc[0..tk): one loop over the keys per component, vectorised;
+ * instantiated per build (AVX-512, AVX2 + FMA, x86-64's baseline) by gmm_step.c and
+ * gmm_mixture.c with that build's EXP (vec_math.h) and TARGET. */
+#define DEFINE_MIXTURE(NAME, EXP, TARGET)                                                      \
+    TARGET static void NAME(const float *restrict pos, int tk, int k, const float *c,          \
+                            const float *mu, const float *sigma, float *restrict acc) {        \
+        for (int j = 0; j < tk; j++) acc[j] = 0.0f;                                            \
+        for (int i = 0; i < k; i++) {                                                          \
+            float ci = c[i], mi = mu[i], si = sigma[i];                                        \
+            for (int j = 0; j < tk; j++) acc[j] += EXP(term_exponent(pos[j], ci, mi, si));     \
+        }                                                                                      \
+    }
+
 /* torch.lerp's two-sided formula (exact at weight 0 and 1). */
 static inline float lerp(float start, float end, float weight) {
     return fabsf(weight) < 0.5f ? start + weight * (end - start)

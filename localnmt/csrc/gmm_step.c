@@ -30,23 +30,6 @@
 #include "gmm_params.h"
 #include "vec_math.h"
 
-/* beta (eq. 6) of one row into acc[0..tk): one loop over the keys per component, vectorised,
- * in three builds chosen at import by the CPU (AVX-512, AVX2 + FMA, or x86-64's baseline). */
-#define DEFINE_MIXTURE(NAME, EXP, TARGET)                                                      \
-    TARGET static void NAME(const float *restrict pos, int tk, int k, const float *c,          \
-                            const float *mu, const float *sigma, float *restrict acc) {        \
-        for (int j = 0; j < tk; j++) acc[j] = 0.0f;                                            \
-        for (int i = 0; i < k; i++) {                                                          \
-            float ci = c[i], mi = mu[i], si = sigma[i];                                        \
-            for (int j = 0; j < tk; j++) {                                                     \
-                float z = (pos[j] - mi) / si;                                                  \
-                float e = ci + (-0.5f * z) * z;                                                \
-                e = e < EXP_FLOOR ? EXP_FLOOR : e;                                             \
-                acc[j] += EXP(e);                                                              \
-            }                                                                                  \
-        }                                                                                      \
-    }
-
 typedef void (*MixtureFn)(const float *, int, int, const float *, const float *, const float *,
                           float *);
 

@@ -46,6 +46,10 @@ class AttentionProblem:
     quadratic: list[QuadraticBias] = field(default_factory=list)
     dropout_p: float = 0.0
     key_group: int = 1
+    #: The padding mask as the layer received it, before any transform (2D-CSAN repeats it per
+    #: key group): the same object in every layer of a forward pass, so kernels can cache what
+    #: they build from it by identity.
+    padding_source: Tensor | None = None
 
     @property
     def has_bias(self) -> bool:

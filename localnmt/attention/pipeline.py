@@ -380,6 +380,7 @@ class LocalAttention(MultiheadAttention):
             key_padding_mask=None if key_padding_mask is None else key_padding_mask.bool(),
             dropout_p=self.dropout_module.p if self._dropout_active() else 0.0,
             key_group=ctx.key_group,
+            padding_source=key_padding_mask,
         )
         if ctx.key_padding_mask is not key_padding_mask:  # a transform changed the key set
             problem.key_padding_mask = ctx.key_padding_mask

@@ -97,15 +97,37 @@ def test_matches_plain_restatement(force_flex):
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
-def test_block_masks_are_shared_across_layers(force_flex):
+@pytest.mark.parametrize("spec", ["csan_1d[window=5]", "csan_2d[window=3,area_heads=3]"])
+def test_block_masks_are_shared_across_layers(force_flex, spec):
     flex._block_masks.clear()
-    att = make_attention("encoder_self", "csan_1d[window=5]")
+    att = make_attention("encoder_self", spec)
     mask = padding(True)
     x = torch.randn(T, B, C)
     with torch.no_grad():
         att(x, x, x, key_padding_mask=mask, need_weights=False)
         att(x, x, x, key_padding_mask=mask, need_weights=False)  # the next layer, same mask
     assert len(flex._block_masks) == 1
+
+
+@pytest.mark.parametrize("spec", ["csan_1d[window=5]", "csan_2d[window=3,area_heads=3]"])
+def test_new_mask_at_the_old_address_gets_its_own_block_mask(force_flex, spec):
+    """A new batch's padding mask often reuses the freed memory of the last one (same address,
+    shape and version counter): it must not get the last batch's block mask."""
+    import numpy as np
+
+    att = make_attention("encoder_self", spec)
+    x = torch.randn(T, B, C)
+    buffer = padding(True).numpy().copy()
+    with torch.no_grad():
+        first = torch.from_numpy(buffer)
+        att(x, x, x, key_padding_mask=first, need_weights=False)
+        np.copyto(buffer, padding(False).numpy())  # the same memory, new content
+        second = torch.from_numpy(buffer)
+        assert second.data_ptr() == first.data_ptr() and second._version == first._version
+        fast, _ = att(x, x, x, key_padding_mask=second, need_weights=False)
+        ref, _ = att(x, x, x, key_padding_mask=second, need_weights=True)
+    real = ~second.t()
+    torch.testing.assert_close(fast[real], ref[real], atol=1e-5, rtol=1e-4)
 
 
 def test_declines():

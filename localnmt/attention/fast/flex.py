@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -42,7 +43,8 @@ CACHE_SIZE = 8
 
 _disabled = os.environ.get("LOCALNMT_FLEX", "1") == "0"
 _compiled: Callable[..., Tensor] | None = None
-_block_masks: OrderedDict[tuple, Any] = OrderedDict()
+#: key → (the padding mask it was built from, held weakly; the BlockMask)
+_block_masks: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
 
 
 def available() -> bool:
@@ -102,22 +104,30 @@ def make_score_mod(
 
 
 def _block_mask(problem: AttentionProblem, left: Tensor, right: Tensor, groups: int) -> Any:
-    """The problem's ``BlockMask``, cached by shape, window and padding mask."""
+    """The problem's ``BlockMask``, cached by shape, window and padding mask.
+
+    The padding mask is recognised by identity (the same tensor object as the layer received
+    it, ``padding_source``, not modified in place since), never by its address: a new batch's
+    mask often lands where the last one was freed, and keying on ``data_ptr`` would hand it
+    the old batch's block mask. Every layer of a forward pass gets the same mask object, so
+    the layers still share one block mask, 2D-CSAN's repeated masks included."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     bsz, heads, tq, _ = problem.q.shape
     tk_all = problem.k.size(2)
     tk = tk_all // groups
     kpm = problem.key_padding_mask
+    source = kpm if problem.padding_source is None else problem.padding_source
     per_head = bool((left != left[0]).any() or (right != right[0]).any())
     key = (
         str(problem.q.device), bsz, heads, tq, tk_all, groups, problem.causal,
         tuple(left.tolist()), tuple(right.tolist()),
-        None if kpm is None else (kpm.data_ptr(), kpm._version, tuple(kpm.shape)),
+        None if kpm is None else (id(source), source._version),
     )  # fmt: skip
-    if key in _block_masks:
+    cached = _block_masks.get(key)
+    if cached is not None and (kpm is None or cached[0]() is source):
         _block_masks.move_to_end(key)
-        return _block_masks[key]
+        return cached[1]
     real = None if kpm is None else ~kpm.bool()
     mask_mod = make_mask_mod(left, right, real, tk, tk - tq, problem.causal)
     block_mask = create_block_mask(
@@ -128,7 +138,8 @@ def _block_mask(problem: AttentionProblem, left: Tensor, right: Tensor, groups: 
         tk_all,
         device=problem.q.device,
     )
-    _block_masks[key] = block_mask
+    _block_masks[key] = (None if kpm is None else weakref.ref(source), block_mask)
+    _block_masks.move_to_end(key)
     while len(_block_masks) > CACHE_SIZE:
         _block_masks.popitem(last=False)
     return block_mask

@@ -36,10 +36,11 @@ vector–Jacobian products (``torch.func.vmap``), ``T·C`` of them, in chunks wi
 ``--memory-mb``. ``--method reference``: the first, all-at-once implementation (``T²·C²``
 floats). The three give the same numbers to float32 precision (tests: ≤ 1e-5 relative; the
 structured form reads the recorded float32 probabilities). ``python -m bench.sensitivity``
-times the three side by side and prints the process's peak memory. The chunked method's chunk
-size comes from a rough per-product estimate (:func:`_bytes_per_product`) that no test checks
-against measured memory, so ``--memory-mb`` steers it rather than bounding it; ``chunked`` is
-for short sentences and cross-checks.
+times the three side by side and prints the process's peak memory. The chunked method holds
+one chunk at a time (its products carry no graph of the weights: tests), but its chunk size
+comes from a rough per-product estimate (:func:`_bytes_per_product`) that no test checks
+against measured memory, so ``--memory-mb`` steers it rather than bounding it exactly; it is
+hundreds of times slower than the closed form and meant for short sentences and cross-checks.
 """
 
 from __future__ import annotations
@@ -123,16 +124,20 @@ def jacobian_norms(
         # need_weights: the dense reference path, whose every backward op has a vmap rule
         return attention(inp, inp, inp, need_weights=True)[0]
 
-    _, vjp_fn = torch.func.vjp(f, x)
-    rows = t * dim
-    chunk = max(1, min(rows, memory_mb * 2**20 // _bytes_per_product(attention, t, dim)))
-    beta2 = x.new_zeros(t, t)
-    for start in range(0, rows, chunk):
-        index = torch.arange(start, min(start + chunk, rows), device=x.device)
-        cotangents = torch.zeros(index.numel(), rows, dtype=x.dtype, device=x.device)
-        cotangents[torch.arange(index.numel()), index] = 1.0  # e_(i, c), i = index // C
-        (grads,) = torch.func.vmap(vjp_fn)(cotangents.view(-1, *x.shape))  # (n, T, 1, C)
-        beta2.index_add_(0, index // dim, grads.pow(2).sum(dim=-1).view(-1, t))
+    # Outside no_grad the products would also be differentiable in the layer's weights (which
+    # require grad), and β² would keep every chunk's graph alive: memory grew by one chunk's
+    # backward per chunk. torch.func.vjp ignores the outer no_grad for its own derivative.
+    with torch.no_grad():
+        _, vjp_fn = torch.func.vjp(f, x)
+        rows = t * dim
+        chunk = max(1, min(rows, memory_mb * 2**20 // _bytes_per_product(attention, t, dim)))
+        beta2 = x.new_zeros(t, t)
+        for start in range(0, rows, chunk):
+            index = torch.arange(start, min(start + chunk, rows), device=x.device)
+            cotangents = torch.zeros(index.numel(), rows, dtype=x.dtype, device=x.device)
+            cotangents[torch.arange(index.numel()), index] = 1.0  # e_(i, c), i = index // C
+            (grads,) = torch.func.vmap(vjp_fn)(cotangents.view(-1, *x.shape))  # (n, T, 1, C)
+            beta2.index_add_(0, index // dim, grads.pow(2).sum(dim=-1).view(-1, t))
     return beta2.sqrt()
 
 

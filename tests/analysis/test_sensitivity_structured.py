@@ -101,6 +101,18 @@ def test_active_dropout_or_bias_kv_is_not_structured():
     assert "bias_kv" in sensitivity.structured_unsupported(kv)
 
 
+@pytest.mark.parametrize("spec", ["", "localness"])  # the closed form; the chunked fallback
+@pytest.mark.parametrize("method", sensitivity.METHODS)
+def test_norms_carry_no_graph_of_the_weights(method, spec):
+    """β holds no autograd graph, although the layer's weights require grad: a graph there kept
+    every chunk's backward alive (the chunked method grew by one chunk per chunk: 17 GB at
+    T = 40 with 512 dims) and would keep every sentence's across a test set."""
+    attn = _attention(spec, 16, 2)
+    assert all(p.requires_grad for p in attn.parameters())
+    beta = sensitivity.jacobian_norms(attn, torch.randn(5, 1, 16), method=method, memory_mb=0)
+    assert not beta.requires_grad and beta.grad_fn is None
+
+
 def test_unknown_method_is_refused():
     attn = _attention("", 8, 2)
     with pytest.raises(ValueError, match="structured"):

@@ -1,6 +1,7 @@
 """Where GMM cross-attention's training time goes: the step taken apart, A/B in one process.
 
-    python -m bench.gmm_training [--length 64] [--repeats 9]
+    python -m bench.gmm_training [--length 64] [--repeats 9] [--forms full "SDPA only"]
+                                 [--clock cpu]
 
 One training step (``bench.training``: forward, label-smoothed cross-entropy, backward, Adam;
 1024 target tokens) of the fairseq baseline and of the GMM row's model
@@ -17,7 +18,8 @@ One training step (``bench.training``: forward, label-smoothed cross-entropy, ba
   and 10-14 cost, "+ predictors" − "SDPA only" what the predictors cost.
 
 Prints seconds per step and each form's speed relative to the baseline (median over the
-repeats of the paired ratios, as ``bench.run``).
+repeats of the paired ratios, as ``bench.run``); ``--clock cpu`` counts the process's CPU
+seconds instead of wall seconds (``bench/measure.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Callable
 import torch
 
 from bench.machine import describe, machine_info
-from bench.measure import interleaved, median_ratio
+from bench.measure import CLOCKS, interleaved, median_ratio, use_clock
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import batch_size_for, make_batch, make_dictionary
 from bench.training import Trainer
@@ -59,8 +61,10 @@ FORMS = {"full": (None, True, True), "dense path": (_dense_path, True, True),
          "+ predictors": (_predictors_only, True, True)}  # fmt: skip
 
 
-def take_apart(row_name: str, length: int, max_tokens: int, repeats: int, vocab: int) -> dict:
-    """Seconds per training step of the baseline and of each form of the model."""
+def take_apart(
+    row_name: str, length: int, max_tokens: int, repeats: int, vocab: int, forms: list[str]
+) -> dict:
+    """Seconds per training step of the baseline and of each form in ``forms``."""
     from localnmt.catalog import all_rows
 
     row = next(r for r in all_rows() if r.name == row_name)
@@ -89,7 +93,7 @@ def take_apart(row_name: str, length: int, max_tokens: int, repeats: int, vocab:
         return run
 
     fns = {"baseline": lambda: base.step(batch)}
-    fns.update({name: form(*how) for name, how in FORMS.items()})
+    fns.update({name: form(*FORMS[name]) for name in forms})
     return interleaved(fns, device, warmup=2, repeats=repeats)
 
 
@@ -100,11 +104,29 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-tokens", type=int, default=1024)
     p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--repeats", type=int, default=9)
+    p.add_argument(
+        "--forms",
+        nargs="+",
+        choices=list(FORMS),
+        default=list(FORMS),
+        metavar="FORM",
+        help=f"forms to time (default all: {', '.join(FORMS)})",
+    )
+    p.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="wall seconds (default) or the process's CPU seconds",
+    )
     args = p.parse_args(argv)
+    use_clock(args.clock)
     print(describe(machine_info(torch.device("cpu"))), flush=True)
-    times = take_apart(args.row, args.length, args.max_tokens, args.repeats, args.vocab)
+    times = take_apart(args.row, args.length, args.max_tokens, args.repeats, args.vocab, args.forms)
     base = times["baseline"]
-    print(f"\n{args.row}, training step, T = {args.length}, {args.max_tokens} tokens\n")
+    print(
+        f"\n{args.row}, training step, T = {args.length}, {args.max_tokens} tokens, "
+        f"{args.clock} clock\n"
+    )
     print("| form | s per step | − baseline, ms | speed ÷ baseline |\n|---|---|---|---|")
     for name, seconds in times.items():
         median = statistics.median(seconds)

@@ -1,6 +1,12 @@
 """Timing and peak memory of one callable, and A/B interleaved timing of several.
 
 Time: ``time.perf_counter`` around the call on CPU; CUDA events with a synchronize on GPU.
+``use_clock("cpu")`` times CPU calls by the process's CPU time instead (``time.process_time``:
+every thread's, user and system): on a shared machine, time other processes take from our
+threads is then not counted, though their pressure on caches and memory still is. With
+``OMP_WAIT_POLICY=PASSIVE`` (the ``bench`` package sets it) idle torch threads sleep rather
+than spin, so they add nothing to it. A call that waits on something else than the CPU would
+read as fast: the benchmarks here are CPU-bound.
 Peak memory (bytes allocated by torch during the call, above what was live before it):
 
 - GPU: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``.
@@ -19,6 +25,18 @@ from collections.abc import Callable
 
 import torch
 
+#: name → clock of :func:`time_call` on CPU
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+_clock: Callable[[], float] = time.perf_counter
+
+
+def use_clock(name: str) -> None:
+    """Time CPU calls by ``"wall"`` (default) or ``"cpu"`` (process CPU) seconds."""
+    global _clock
+    if name not in CLOCKS:
+        raise ValueError(f"clock {name!r}: use one of {', '.join(CLOCKS)}")
+    _clock = CLOCKS[name]
+
 
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
@@ -26,7 +44,8 @@ def synchronize(device: torch.device) -> None:
 
 
 def time_call(fn: Callable[[], object], device: torch.device) -> float:
-    """Wall seconds of one ``fn()`` (CUDA: event time, synchronized)."""
+    """Seconds of one ``fn()`` by the clock of :func:`use_clock` (CUDA: event time,
+    synchronized)."""
     if device.type == "cuda":
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
@@ -36,9 +55,9 @@ def time_call(fn: Callable[[], object], device: torch.device) -> float:
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1000.0
-    begin = time.perf_counter()
+    begin = _clock()
     fn()
-    return time.perf_counter() - begin
+    return _clock() - begin
 
 
 def interleaved(

@@ -62,6 +62,14 @@ def _meets(values: list[float], target: float) -> str:
     return "yes" if statistics.median(values) >= target else "NO"
 
 
+def _clock_text(cfg: dict[str, Any], result: dict[str, Any]) -> str:
+    if result["machine"].get("device", "cpu").startswith("cuda"):
+        return "times from CUDA events"
+    if cfg.get("clock") == "cpu":
+        return "times in process CPU seconds (other processes' share of the machine not counted)"
+    return "times in wall seconds"
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The ratio tables (candidate ÷ baseline; > 1 is faster for speeds)."""
     cfg = result["config"]
@@ -70,7 +78,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Machine: {describe(result['machine'])}.",
         f"Precision {cfg['dtype']}; median of {cfg['repeats']} A/B interleaved repeats after "
-        f"{cfg['warmup']} warm-up rounds; peak memory = {result['memory_method']}.",
+        f"{cfg['warmup']} warm-up rounds; {_clock_text(cfg, result)}; "
+        f"peak memory = {result['memory_method']}.",
     ]
     machine = result["machine"]
     cores = machine.get("cores") or 1

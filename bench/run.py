@@ -33,6 +33,7 @@ import torch
 from bench import attention_layer as attn
 from bench.generation import Generator, compare_generation
 from bench.machine import describe, machine_info, pick_device
+from bench.measure import use_clock
 from bench.models import (
     build_baseline,
     build_candidate,
@@ -75,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="float16/bfloat16: autocast for models, cast for single layers",
     )
     p.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="CPU timings by wall time (default) or by the process's CPU time, which does not "
+        "count what other processes take from a shared machine (bench/measure.py)",
+    )
     p.add_argument("--repeats", type=int, help="timed A/B rounds (default 5, quick 3)")
     p.add_argument("--warmup", type=int, help="untimed rounds first (default 2, quick 1)")
     p.add_argument("--no-memory", action="store_true", help="skip peak-memory measurements")
@@ -448,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    use_clock(args.clock)
     device = pick_device(args.device)
     args = resolve(args, device)
     import localnmt  # noqa: F401  (registers archs, methods, kernels)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from bench import attention_layer as attn
-from bench import run
+from bench import measure, run
 from bench.measure import cpu_peak_memory, interleaved, median_ratio
 from bench.report import memory_exponent
 from bench.synthetic import make_batch, make_dictionary
@@ -104,6 +104,7 @@ def test_markdown_and_png(tiny_run):
             assert all(line.endswith("|") for line in lines)
             assert len({line.count(" | ") for line in lines if not set(line) <= set("|-")}) == 1
     assert "| vaswani2017/table-3/transformer-base/base | localnmt_base |" in text
+    assert "times in wall seconds" in text  # the clock is stated
     assert (tiny_run / "bench.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -123,6 +124,23 @@ def test_interleaved_and_ratio():
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then alternating order
     assert [len(v) for v in times.values()] == [3, 3]
     assert median_ratio([2.0, 4.0, 9.0], [1.0, 1.0, 3.0]) == 3.0
+
+
+def test_cpu_clock_counts_work_not_waiting():
+    """``use_clock("cpu")``: a sleep costs no process CPU time (it does cost wall time)."""
+    import time
+
+    cpu = run.torch.device("cpu")
+    try:
+        measure.use_clock("cpu")
+        asleep = measure.time_call(lambda: time.sleep(0.2), cpu)
+        busy = measure.time_call(lambda: sum(i * i for i in range(300_000)), cpu)
+    finally:
+        measure.use_clock("wall")
+    assert asleep < 0.1 and busy > 0
+    assert measure.time_call(lambda: time.sleep(0.2), cpu) >= 0.2
+    with pytest.raises(ValueError, match="wall, cpu"):
+        measure.use_clock("gpu")
 
 
 def test_cpu_peak_memory_sees_torch_allocations():
@@ -253,3 +271,18 @@ def test_gmm_training_benchmark_runs_and_restores_switches(capsys) -> None:
     assert after == before
     for form in ("baseline", *gmm_training.FORMS):
         assert f"| {form} |" in out
+    assert "wall clock" in out
+
+
+def test_gmm_training_benchmark_times_chosen_forms_by_cpu_clock(capsys) -> None:
+    from bench import gmm_training
+
+    argv = ["--length", "3", "--max-tokens", "6", "--vocab", "100", "--repeats", "1"]
+    try:
+        gmm_training.main([*argv, "--forms", "full", "SDPA only", "--clock", "cpu"])
+    finally:
+        measure.use_clock("wall")
+    out = capsys.readouterr().out
+    assert "cpu clock" in out
+    rows = [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["| baseline", "| full", "| SDPA only"]  # after the header

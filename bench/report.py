@@ -70,6 +70,12 @@ def _clock_text(cfg: dict[str, Any], result: dict[str, Any]) -> str:
     return "times in wall seconds"
 
 
+def _second(cfg: dict[str, Any], result: dict[str, Any]) -> str:
+    """The unit of the absolute speeds: CPU seconds add up every thread's time."""
+    cuda = result["machine"].get("device", "cpu").startswith("cuda")
+    return "CPU s" if cfg.get("clock") == "cpu" and not cuda else "s"
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The ratio tables (candidate ÷ baseline; > 1 is faster for speeds)."""
     cfg = result["config"]
@@ -138,7 +144,7 @@ def _training_md(result: dict[str, Any]) -> list[str]:
         )
     lines += _table(header, rows)
     base = (
-        ["fairseq baseline tokens/s", "", "", "", ""]
+        [f"fairseq baseline tokens/{_second(cfg, result)}", "", "", "", ""]
         + [
             _fmt(
                 statistics.median(r["baseline_tokens_per_s"] for r in records if r["length"] == t),
@@ -197,7 +203,7 @@ def _generation_md(result: dict[str, Any]) -> list[str]:
             + [_meets(wmt, 0.95)]
         )
     rows.append(
-        ["fairseq baseline sentences/s", ""]
+        [f"fairseq baseline sentences/{_second(cfg, result)}", ""]
         + [
             _fmt(
                 statistics.median(

@@ -104,7 +104,8 @@ def test_markdown_and_png(tiny_run):
             assert all(line.endswith("|") for line in lines)
             assert len({line.count(" | ") for line in lines if not set(line) <= set("|-")}) == 1
     assert "| vaswani2017/table-3/transformer-base/base | localnmt_base |" in text
-    assert "times in wall seconds" in text  # the clock is stated
+    assert "times in wall seconds" in text  # the clock is stated, and the unit of speeds
+    assert "| fairseq baseline tokens/s |" in text and "| fairseq baseline sentences/s |" in text
     assert (tiny_run / "bench.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -1,4 +1,5 @@
-"""Shared builders for kernel tests: one pipeline attention from a spec, and padding masks."""
+"""Shared builders for kernel tests: one pipeline attention from a spec, padding masks, and a
+counter of calls into a C extension."""
 
 from __future__ import annotations
 
@@ -32,3 +33,18 @@ def padding(batch: int, length: int, real: int, left: bool) -> torch.Tensor:
         mask[1, real:] = True
     mask[2, :] = True
     return mask
+
+
+class CountCalls:
+    """Counts calls into a C extension module by function name (a stand-in around the real
+    module: ``monkeypatch.setattr(fast_module, "_ext", CountCalls(fast_module._ext))``)."""
+
+    def __init__(self, module):
+        self.module, self.calls = module, {}
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return getattr(self.module, name)(*args)
+
+        return call

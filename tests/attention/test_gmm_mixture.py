@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import test_gmm
 import torch
+from attention_cases import CountCalls
 
 from localnmt.attention.fast import gmm_mixture
 from localnmt.attention.methods.gmm import MixtureParams, mixture_attention
@@ -19,20 +20,6 @@ needs_extension = pytest.mark.skipif(
     C_EXTENSION is None, reason="localnmt._gmm_mixture was not built (no C compiler)"
 )
 E, B, TQ = test_gmm.E, 3, 5
-
-
-class CountCalls:
-    """Counts the C calls by name (a stand-in module around the real one)."""
-
-    def __init__(self, module):
-        self.module, self.calls = module, {}
-
-    def __getattr__(self, name):
-        def call(*args):
-            self.calls[name] = self.calls.get(name, 0) + 1
-            return getattr(self.module, name)(*args)
-
-        return call
 
 
 def assert_grads_close(got, expected) -> None:

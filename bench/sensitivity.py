@@ -7,6 +7,8 @@ form, the default of ``localnmt.analysis.sensitivity``) are timed interleaved in
 random weights with non-zero biases; medians, the largest relative difference to chunked, and
 the machine with its load. The reference runs only up to ``--reference-max`` (it holds the
 whole T²C² Jacobian) and chunked up to ``--chunked-max``; structured runs at every length.
+The peak RSS printed at the end is the process's, over every method and length: run one
+method at one length (``--reference-max 0 --lengths 40``) to read one method's peak.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--reference-max", type=int, default=10)
     p.add_argument("--chunked-max", type=int, default=25)
+    p.add_argument("--memory-mb", type=int, default=sensitivity.MEMORY_MB,
+                   help="chunk budget of the chunked and structured methods (MiB)")
     args = p.parse_args(argv)
     print(describe(machine_info(torch.device("cpu"))), flush=True)
     attn = layer(args.dim, args.heads, args.spec)
@@ -60,7 +64,9 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.repeats):
             for method in times:
                 start = time.perf_counter()
-                outs[method] = sensitivity.jacobian_norms(attn, x, method=method).detach()
+                outs[method] = sensitivity.jacobian_norms(
+                    attn, x, method=method, memory_mb=args.memory_mb
+                ).detach()
                 times[method].append(time.perf_counter() - start)
         med = {m: statistics.median(v) for m, v in times.items()}
         line = f"T={t} " + " ".join(f"{m} {s:.4f}s" for m, s in med.items())

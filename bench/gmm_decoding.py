@@ -23,7 +23,7 @@ import torch
 
 from bench.generation import Generator
 from bench.machine import describe, machine_info
-from bench.measure import interleaved
+from bench.measure import interleaved, switched
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import make_batch, make_dictionary
 from localnmt.attention import shared_source
@@ -63,21 +63,16 @@ def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: 
                      beam=4, steps=length)  # fmt: skip
     cand = Generator(build_candidate(ns, dictionary), dictionary, device, torch.float32,
                      beam=4, steps=length)  # fmt: skip
-    original = GaussianMixture.post
-
-    fused = gmm_step.ENABLED
+    original, fused = GaussianMixture.post, gmm_step.ENABLED
 
     def form(post: Callable | None, c_step: bool, shared: bool) -> Callable[[], object]:
+        settings = [(GaussianMixture, "post", post or original),
+                    (gmm_step, "ENABLED", fused and c_step),
+                    (shared_source, "ENABLED", shared)]  # fmt: skip
+
         def run() -> object:
-            GaussianMixture.post = post or original
-            gmm_step.ENABLED = fused and c_step
-            shared_source.ENABLED = shared
-            try:
+            with switched(settings):
                 return cand.run(batch)
-            finally:
-                GaussianMixture.post = original
-                gmm_step.ENABLED = fused
-                shared_source.ENABLED = True
 
         return run
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 import torch
 
 from bench.machine import describe, machine_info
-from bench.measure import CLOCKS, interleaved, median_ratio, use_clock
+from bench.measure import CLOCKS, interleaved, median_ratio, switched, use_clock
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import batch_size_for, make_batch, make_dictionary
 from bench.training import Trainer
@@ -75,20 +75,16 @@ def take_apart(
     torch.manual_seed(0)
     base = Trainer(build_baseline(ns, dictionary), device, torch.float32)
     cand = Trainer(build_candidate(ns, dictionary), device, torch.float32)
-    original = GaussianMixture.post_affine
-    built = gmm_mixture.ENABLED
+    original, built = GaussianMixture.post_affine, gmm_mixture.ENABLED
 
     def form(post_affine: Callable | None, c_mixture: bool, predictors: bool):
+        settings = [(GaussianMixture, "post_affine", post_affine or original),
+                    (gmm_mixture, "ENABLED", built and c_mixture),
+                    (gmm_predictors, "ENABLED", predictors)]  # fmt: skip
+
         def run() -> object:
-            GaussianMixture.post_affine = post_affine or original
-            gmm_mixture.ENABLED = built and c_mixture
-            gmm_predictors.ENABLED = predictors
-            try:
+            with switched(settings):
                 return cand.step(batch)
-            finally:
-                GaussianMixture.post_affine = original
-                gmm_mixture.ENABLED = built
-                gmm_predictors.ENABLED = True
 
         return run
 

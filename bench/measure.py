@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+from unittest import mock
 
 import torch
 
@@ -36,6 +39,16 @@ def use_clock(name: str) -> None:
     if name not in CLOCKS:
         raise ValueError(f"clock {name!r}: use one of {', '.join(CLOCKS)}")
     _clock = CLOCKS[name]
+
+
+@contextmanager
+def switched(settings: list[tuple[Any, str, Any]]) -> Iterator[None]:
+    """Attributes ``(owner, name, value)`` set for the duration, restored after (even on an
+    error): how a benchmark times one form of the code, switches and patched methods set."""
+    with ExitStack() as stack:
+        for owner, name, value in settings:
+            stack.enter_context(mock.patch.object(owner, name, value))
+        yield
 
 
 def synchronize(device: torch.device) -> None:

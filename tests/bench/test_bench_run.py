@@ -144,6 +144,17 @@ def test_cpu_clock_counts_work_not_waiting():
         measure.use_clock("gpu")
 
 
+def test_switched_restores_after_an_error():
+    class Owner:
+        flag = True
+
+    with pytest.raises(RuntimeError):
+        with measure.switched([(Owner, "flag", False)]):
+            assert Owner.flag is False
+            raise RuntimeError("a form failed")
+    assert Owner.flag is True
+
+
 def test_cpu_peak_memory_sees_torch_allocations():
     import torch
 

@@ -132,6 +132,21 @@ CASES = [
 ]
 
 
+#: The ``approx`` variant under each option the C paths handle (decoding step, training
+#: mixture): test_gmm_step and test_gmm_mixture run both paths on these.
+APPROX_SPECS = [
+    "gmm",
+    "gmm[k=1]",
+    "gmm[k=7]",
+    "gmm[share=mean]",
+    "gmm[share=variance]",
+    "gmm[share=weight]",
+    "gmm[fusion=average]",
+    "gmm[fusion=gmm]",
+    "gmm[sigma_min=1.5,offset=0]",
+]
+
+
 def spec_of(opts: dict) -> str:
     body = ",".join(f"{k}={v}" for k, v in opts.items())
     return f"gmm[{body}]" if body else "gmm"

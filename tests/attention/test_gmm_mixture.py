@@ -122,17 +122,7 @@ def test_declines_what_it_cannot_take():
 
 # ---- eq. 10-12 and 14 from the raw predictor outputs ---------------------------------------
 
-APPROX_SPECS = [
-    "gmm",
-    "gmm[k=1]",
-    "gmm[k=7]",
-    "gmm[share=mean]",
-    "gmm[share=variance]",
-    "gmm[share=weight]",
-    "gmm[fusion=average]",
-    "gmm[fusion=gmm]",
-    "gmm[sigma_min=1.5,offset=0]",
-]
+APPROX_SPECS = test_gmm.APPROX_SPECS
 
 
 def raw_case(mod, tk: int, kind: str):

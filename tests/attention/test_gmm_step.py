@@ -66,17 +66,7 @@ def assert_same(fused: tuple, eager: tuple) -> None:
     torch.testing.assert_close(fused[0], eager[0], atol=1e-6, rtol=0)
 
 
-SPECS = [
-    "gmm",
-    "gmm[k=1]",
-    "gmm[k=7]",
-    "gmm[share=mean]",
-    "gmm[share=variance]",
-    "gmm[share=weight]",
-    "gmm[fusion=average]",
-    "gmm[fusion=gmm]",
-    "gmm[sigma_min=1.5,offset=0]",
-]
+SPECS = test_gmm.APPROX_SPECS
 
 
 @needs_extension

@@ -62,6 +62,10 @@ EXP_FLOOR = -87.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
+#: :meth:`GaussianMixture.source`: key positions j, real keys, blocked keys, J
+Sources = tuple[Tensor, Tensor | None, Tensor | None, Tensor]
+
+
 class PredictorBank(nn.Module):
     """Several ``V^T tanh(W^T Q(s_i) + b1) + b2`` (eq. 7-9 and the inside of eq. 14) at once.
 
@@ -359,7 +363,7 @@ class GaussianMixture(AttentionModifier):
         return mu
 
     # ---- eq. 13-15 --------------------------------------------------------------------------
-    def source(self, ctx: AttentionContext) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor]:
+    def source(self, ctx: AttentionContext) -> Sources:
         """What depends on the source only: j of each key ``(B, Tk)`` (position + offset),
         the real keys ``(B, Tk)`` and their complement ``(B, 1, 1, Tk)`` (None without
         padding), and J ``(B, 1, Tq or 1, 1)``. Computed once per sentence in decoding."""
@@ -407,23 +411,62 @@ class GaussianMixture(AttentionModifier):
         incremental decoding, whose step has its own fused path (fast/gmm_step.py)."""
         if ctx.incremental or ctx.recording:
             return None
-        positions, real, blocked, length = self.source(ctx)
         scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
         outputs = self.predictors.outputs(ctx.q, scale)
         shape = (*outputs.shape[:3], ctx.k.size(2))
-        added = self._gated_in_c(ctx, outputs, length, positions, real, shape)
-        if added is not None:
-            return AffinePost(self._keep(outputs), added)
+        return AffinePost(self._keep(outputs), self._gamma(ctx, self.source(ctx), outputs, shape))
+
+    def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
+        sources = self.source(ctx)
+        positions, real, _, length = sources
+        scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
+        outputs = self.predictors.outputs(ctx.q, scale, reuse=ctx.incremental)
+        if ctx.incremental and self._step_layout is not None and not ctx.recording:
+            layout = self._step_layout  # eq. 6 and 10-13 in one C call (fast/gmm_step.py)
+            fused = gmm_step.mixture_post(layout, outputs, probs, positions, length, real)
+            if fused is not None:
+                return fused
+        return self._gamma(ctx, sources, outputs, probs.shape, probs)
+
+    def _gamma(self, ctx: AttentionContext, sources: Sources, outputs: Tensor,
+               shape: tuple[int, ...], probs: Tensor | None = None) -> Tensor:  # fmt: skip
+        """Eq. 13 from the raw predictor outputs: ``γ = (1 − g)·α + g·β`` with α = ``probs``,
+        or ``g·β`` alone where ``probs`` is None (:meth:`post_affine`'s added term). Eq. 6 and
+        10-14 in C where it can (``approx``), else eq. 6 and 13 in C, else torch ops."""
+        positions, real, blocked, length = sources
+        alpha = None if self.options.fusion == "gmm" else probs
+        if not ctx.recording:
+            fused = self._gated_in_c(ctx, outputs, length, positions, real, shape, alpha)
+            if fused is not None:
+                return fused
         params, gate = self._mixture_and_gate(ctx, outputs, length)
         normalise = self.options.variant == "norm"
-        if not normalise:  # g·β in one C pass (fast/gmm_mixture.py)
-            added = gmm_mixture.gated_mixture(
-                params.log_scale, params.mu, params.sigma, positions, real, gate, shape=shape
+        if not (ctx.recording or normalise):
+            fused = gmm_mixture.gated_mixture(
+                params.log_scale, params.mu, params.sigma, positions, real, gate, alpha, shape
             )
-        if added is None:
-            beta = mixture_attention(params, positions, real, normalise, length, blocked)
-            added = beta if isinstance(gate, float) and gate == 1.0 else beta * gate
-        return AffinePost(1.0 - gate, added)
+            if fused is not None:
+                return fused
+        beta = mixture_attention(
+            params, positions, real, normalise=normalise, length=length, blocked=blocked
+        )
+        if ctx.recording:
+            assert probs is not None
+            ctx.keep(
+                GaussianMixtureRecord(
+                    alpha=probs,
+                    beta=beta,
+                    gate=gate.squeeze(-1)
+                    if isinstance(gate, Tensor)
+                    else probs.new_full(probs.shape[:3], gate),
+                    mu=params.mu,
+                    sigma=params.sigma,
+                    omega=params.omega,
+                )
+            )
+        if alpha is None:
+            return beta if isinstance(gate, float) and gate == 1.0 else beta * gate
+        return torch.lerp(alpha, beta, gate)
 
     def _gated_in_c(self, ctx: AttentionContext, outputs: Tensor, length: Tensor,
                     positions: Tensor, real: Tensor | None, shape: tuple[int, ...],
@@ -446,51 +489,6 @@ class GaussianMixture(AttentionModifier):
         if self.options.fusion != "gate":
             return 0.5 if self.options.fusion == "average" else 0.0
         return 1.0 - torch.sigmoid(self.predictors.split(outputs)["gate"].float())
-
-    def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
-        positions, real, blocked, length = self.source(ctx)
-        bank = self.predictors
-        scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
-        outputs = bank.outputs(ctx.q, scale, reuse=ctx.incremental)
-        if ctx.incremental and self._step_layout is not None and not ctx.recording:
-            layout = self._step_layout  # eq. 6 and 10-13 in one C call (fast/gmm_step.py)
-            fused = gmm_step.mixture_post(layout, outputs, probs, positions, length, real)
-            if fused is not None:
-                return fused
-        fusion = self.options.fusion
-        alpha = None if fusion == "gmm" else probs
-        if not ctx.recording:  # eq. 6 and 10-14 in C (fast/gmm_mixture.py)
-            fused = self._gated_in_c(ctx, outputs, length, positions, real, probs.shape, alpha)
-            if fused is not None:
-                return fused
-        params, gate = self._mixture_and_gate(ctx, outputs, length)
-        normalise = self.options.variant == "norm"
-        if not (ctx.recording or normalise):  # eq. 6 and 13 in one C pass (fast/gmm_mixture.py)
-            fused = gmm_mixture.gated_mixture(
-                params.log_scale, params.mu, params.sigma, positions, real, gate, alpha,
-                probs.shape,
-            )  # fmt: skip
-            if fused is not None:
-                return fused
-        beta = mixture_attention(
-            params, positions, real, normalise=normalise, length=length, blocked=blocked
-        )
-        if ctx.recording:
-            ctx.keep(
-                GaussianMixtureRecord(
-                    alpha=probs,
-                    beta=beta,
-                    gate=gate.squeeze(-1)
-                    if isinstance(gate, Tensor)
-                    else probs.new_full(probs.shape[:3], gate),
-                    mu=params.mu,
-                    sigma=params.sigma,
-                    omega=params.omega,
-                )
-            )
-        if fusion == "gmm":
-            return beta
-        return torch.lerp(probs, beta, gate)  # eq. 13: (1 − g)·α + g·β
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from localnmt.attention.deferred import TensorSlot
 from localnmt.attention.record import AttentionRecord
 
 #: Finite fill for disallowed logits: large enough that ``exp`` underflows to exactly 0 in
@@ -136,8 +137,8 @@ class AttentionContext:
     site: AttentionSite
     query_input: Tensor
     q: Tensor
-    k: Tensor
-    v: Tensor
+    k: Tensor = TensorSlot()  # a transform may store a Deferred (built on first read)
+    v: Tensor = TensorSlot()
     key_padding_mask: Tensor | None
     #: computes ``(key_positions, query_positions, key_lengths)`` on first use: calls whose
     #: modifiers never read positions (the baseline) pay nothing for them

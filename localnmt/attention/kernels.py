@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from localnmt.attention.context import MASK_VALUE, AttentionContext, BandMask, QuadraticBias
+from localnmt.attention.deferred import TensorSlot
 from localnmt.attention.shared_source import from_groups, grouped_matmul, to_groups
 
 
@@ -36,8 +37,8 @@ class AttentionProblem:
 
     ctx: AttentionContext
     q: Tensor
-    k: Tensor
-    v: Tensor
+    k: Tensor = TensorSlot()  # may hold a Deferred: see localnmt.attention.deferred
+    v: Tensor = TensorSlot()
     key_padding_mask: Tensor | None = None
     causal: bool = False
     allowed: Tensor | None = None

@@ -33,6 +33,7 @@ from localnmt.attention.context import (
     QuadraticBias,
     key_positions_from_padding,
 )
+from localnmt.attention.deferred import stored, stored_shape
 from localnmt.attention.kernels import AttentionProblem, dense_attention, fast_attention
 from localnmt.attention.modifier import SOURCE_SUFFIX, AttentionModifier, apply_head_selection
 from localnmt.attention.record import AttentionRecord
@@ -375,8 +376,8 @@ class LocalAttention(MultiheadAttention):
         problem = AttentionProblem(
             ctx=ctx,
             q=ctx.q,
-            k=ctx.k,
-            v=ctx.v,
+            k=stored(ctx, "k"),  # a deferred layout stays unbuilt until a kernel reads it
+            v=stored(ctx, "v"),
             key_padding_mask=None if key_padding_mask is None else key_padding_mask.bool(),
             dropout_p=self.dropout_module.p if self._dropout_active() else 0.0,
             key_group=ctx.key_group,
@@ -406,7 +407,7 @@ class LocalAttention(MultiheadAttention):
             additive = attn_mask.float().masked_fill(blocked, 0.0)
             if not additive.any():
                 additive = None
-        tq, tk = problem.q.size(2), problem.k.size(2)
+        tq, tk = problem.q.size(2), stored_shape(problem, "k")[2]
         causal = torch.ones(tq, tk, dtype=torch.bool, device=blocked.device).triu(tk - tq + 1)
         if self.site.causal and blocked.shape == (tq, tk) and torch.equal(blocked, causal):
             problem.causal = True

@@ -303,37 +303,44 @@ def test_head_area_reads_neighbouring_heads_in_place(side, left, right, heads, a
     assert_same_at_real_queries(got, want, pad, (q, k, v))
 
 
-def test_csan_2d_kernel_takes_the_head_area_path():
-    """Through the pipeline, 2D-CSAN's band kernel gets the unstacked keys (area=1), and the
-    stacked keys the dense path sees are a view, not three copies."""
+def test_csan_2d_kernel_takes_the_head_area_path(monkeypatch):
+    """Through the pipeline, 2D-CSAN's band kernel gets the unstacked keys (area=1) and never
+    builds the stacked keys, forward or backward; the dense path builds them (k and v once
+    each) as a view, not three copies. Outputs and gradients agree."""
     from localnmt.attention import kernels
     from localnmt.attention.context import AttentionSite
     from localnmt.attention.fast import band
-    from localnmt.attention.methods.csan import area_view
+    from localnmt.attention.methods import csan
     from localnmt.attention.pipeline import LocalAttention
     from localnmt.attention.spec import build_modifiers, parse_spec
 
     site = AttentionSite("encoder_self", 0, 1, 32, 4)
     mods = build_modifiers(parse_spec("csan_2d[window=5]"), site)
     att = LocalAttention(32, 4, site=site, modifiers=mods, self_attention=True)
-    seen = []
-    original = band.band_attention
+    seen, builds = [], []
+    original_band, original_view = band.band_attention, csan.area_view
 
-    def spy(*args, **kwargs):
+    def spy_band(*args, **kwargs):
         seen.append(kwargs.get("area"))
-        return original(*args, **kwargs)
+        return original_band(*args, **kwargs)
 
-    band.band_attention = spy
-    try:
-        x = torch.randn(40, 2, 32)
-        with kernels.forced_kernel("band"):
-            fast, _ = att(x, x, x, need_weights=False)
-    finally:
-        band.band_attention = original
-    dense, _ = att(x, x, x, need_weights=True)
-    assert seen == [1]
-    torch.testing.assert_close(fast, dense, atol=1e-5, rtol=1e-5)
+    def spy_view(*args):
+        builds.append(args[0].shape)
+        return original_view(*args)
+
+    monkeypatch.setattr(band, "band_attention", spy_band)
+    monkeypatch.setattr(csan, "area_view", spy_view)
+    x = torch.randn(40, 2, 32)
+    grads = []
+    for forced, need_weights in ((True, False), (False, True)):
+        xi = x.clone().requires_grad_()
+        with kernels.forced_kernel("band" if forced else None):
+            out, _ = att(xi, xi, xi, need_weights=need_weights)
+        out.square().sum().backward()
+        grads.append((out.detach(), xi.grad))
+        assert seen == [1] and len(builds) == (0 if forced else 2)
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-5)
     keys = torch.randn(2, 4, 6, 8)
-    view = area_view(keys, 3)
+    view = original_view(keys, 3)
     assert view._base is not None and view.untyped_storage().nbytes() == 2 * 6 * 6 * 8 * 4
     torch.testing.assert_close(view, stacked(keys, 3), atol=0, rtol=0)

@@ -12,7 +12,8 @@ triangle, dropout, and stacked key groups from a ``transform`` (``G`` groups of 
 sharing positions; every group gets the same band). 2D-CSAN's groups are neighbouring heads:
 the kernel takes the unstacked keys (``ctx.extras[HEAD_AREA]``), cuts each head's window once
 and reads head ``h``'s ``G`` windows (heads ``h - a … h + a``, wrapped) as consecutive rows of
-an overlapping strided view, so no stacked ``G·T`` key copy is made. SDPA runs over
+an overlapping strided view, so the stacked ``G·T`` keys, deferred by the transform, are never
+built. SDPA runs over
 ``(B·nb)`` blocks × ``H`` heads, so the mask broadcasts over heads when the band does. Declines
 dense masks, biases, and problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as
 fast: docs/design.md, bench/).
@@ -43,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from localnmt.attention import kernels
+from localnmt.attention.deferred import stored, stored_shape
 from localnmt.attention.fast import band_cpu
 from localnmt.attention.fast.band_cpu import c_band_attention
 from localnmt.attention.kernels import AttentionProblem, register_kernel
@@ -418,19 +420,20 @@ def band_kernel(problem: AttentionProblem) -> Tensor | None:
         return None
     groups = int(problem.ctx.extras.get(KEY_GROUPS, 1))
     bsz, heads, tq, _ = problem.q.shape
-    if problem.k.size(2) != groups * tq:
+    if stored_shape(problem, "k")[2] != groups * tq:
         return None  # not full self-attention (incremental decoding, cross-attention)
     if problem.causal and groups != 1:
         return None
-    k, v, area = problem.k, problem.v, None
     head_area = problem.ctx.extras.get(HEAD_AREA)
     if (
         isinstance(head_area, HeadArea)
-        and k is head_area.k_view
-        and v is head_area.v_view
+        and stored(problem, "k") is head_area.k_stack
+        and stored(problem, "v") is head_area.v_stack
         and groups == 2 * head_area.half + 1
-    ):
-        k, v, area = head_area.k, head_area.v, head_area.half  # neighbouring heads in place
+    ):  # neighbouring heads read in place: the stacked keys are never built
+        k, v, area = head_area.k, head_area.v, head_area.half
+    else:
+        k, v, area = problem.k, problem.v, None
     left, right = _band_reach(problem, heads)
     widest = int(left.max()) + int(right.max()) + 1
     # with windows of 11 keys (1D, and each of 2D's 3 heads) the C kernel beat masked SDPA at

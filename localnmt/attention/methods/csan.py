@@ -11,10 +11,11 @@ SAN padding never does. We read it as ordinary masked padding.)
 2D-CSAN (eq. 7–9): the query of head h attends to the ``M+1``-key windows of heads
 ``h-N/2 … h+N/2`` with one softmax over all ``(N+1)(M+1)`` candidates. ``transform`` stacks the
 neighbouring heads' keys and values as ``(B, H, (N+1)·Tk, d)`` (group ``g`` = head offset
-``g - N/2``) and ``restrict`` returns the same band over every group. The stack is a strided
-view of one head-padded copy (heads wrapped, ``(B, H + N, T, d)``), not ``N+1`` copies, and
-``ctx.extras[HEAD_AREA]`` keeps the unstacked keys so the band kernel reads the neighbouring
-heads in place (fast/band.py).
+``g - N/2``) and ``restrict`` returns the same band over every group. The stack is deferred
+(localnmt/attention/deferred.py): the band kernel reads the neighbouring heads of the unstacked
+keys in place (``ctx.extras[HEAD_AREA]``, fast/band.py) and never builds it; other kernels
+build it on first read as a strided view of one head-padded copy (heads wrapped,
+``(B, H + N, T, d)``), not ``N+1`` copies.
 
 Edge heads: wrap-around (circular over heads) for keys AND values. The authors' code wraps
 keys but replicates values at the edges, so the value paired with a key is not that key's
@@ -27,12 +28,14 @@ Parameter-free: neither variant adds parameters.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from localnmt.attention.context import AttentionContext, AttentionSite, BandMask
+from localnmt.attention.deferred import Deferred
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 
 #: ``ctx.extras`` key: number of key groups stacked along the key axis by a transform (2D).
@@ -44,14 +47,14 @@ HEAD_AREA = "head_area"
 @dataclass
 class HeadArea:
     """2D-CSAN's key set before stacking: group ``g`` of head ``h`` is head ``(h + g - half)
-    mod H`` of ``k``/``v`` ``(B, H, T, d)``; ``k_view``/``v_view`` are the stacked views put in
-    the context (a kernel checks them to know no later transform replaced the keys)."""
+    mod H`` of ``k``/``v`` ``(B, H, T, d)``; ``k_stack``/``v_stack`` are the deferred stacks put
+    in the context (a kernel checks them to know no later transform replaced the keys)."""
 
     half: int
     k: Tensor
     v: Tensor
-    k_view: Tensor
-    v_view: Tensor
+    k_stack: Deferred
+    v_stack: Deferred
 
 
 def _check_window(name: str, window: int, site: AttentionSite) -> None:
@@ -135,8 +138,9 @@ class Csan2D(AttentionModifier):
         groups = self.options.area_heads
         if self.head_selection is None and KEY_GROUPS not in ctx.extras:
             k, v = ctx.k, ctx.v
-            ctx.k, ctx.v = area_view(k, groups), area_view(v, groups)
-            ctx.extras[HEAD_AREA] = HeadArea(groups // 2, k, v, ctx.k, ctx.v)
+            k_stack, v_stack = deferred_area_view(k, groups), deferred_area_view(v, groups)
+            ctx.k, ctx.v = k_stack, v_stack
+            ctx.extras[HEAD_AREA] = HeadArea(groups // 2, k, v, k_stack, v_stack)
         else:
             ctx.k = expand_heads(ctx.k, groups, self.head_selection)
             ctx.v = expand_heads(ctx.v, groups, self.head_selection)
@@ -165,6 +169,12 @@ def expand_heads(
     parts = [torch.where(keep, part, x) for part in parts]
     bsz, heads, t, dim = x.shape
     return torch.stack(parts, dim=2).reshape(bsz, heads, groups * t, dim)
+
+
+def deferred_area_view(x: Tensor, groups: int) -> Deferred:
+    """:func:`area_view` of ``x``, built only when a kernel reads it."""
+    bsz, heads, t, dim = x.shape
+    return Deferred(functools.partial(area_view, x, groups), (bsz, heads, groups * t, dim))
 
 
 def area_view(x: Tensor, groups: int) -> Tensor:

@@ -307,6 +307,51 @@ def test_double_backward_differentiates_in_torch_ops(c_calls):
     assert c_calls.forwards == 1 and c_calls.backwards == 1
 
 
+def head_split(bsz: int, heads: int, t: int, dim: int, seed: int) -> tuple:
+    """q, k, v as the pipeline has them: strided head-split views ``(B, H, T, d)`` of
+    ``(T, B, H·d)`` projections (the bases, leaves that require grad, returned too)."""
+    g = torch.Generator().manual_seed(seed)
+    bases = [torch.randn(t, bsz, heads * dim, generator=g).requires_grad_() for _ in range(3)]
+    views = [x.view(t, bsz, heads, dim).permute(1, 2, 0, 3) for x in bases]
+    return views, bases
+
+
+def autograd_node(out, name: str):
+    """The first node called ``name`` in the graph behind ``out`` (breadth first)."""
+    queue = [out.grad_fn]
+    while queue:
+        node = queue.pop(0)
+        if node is None:
+            continue
+        if node.name() == name:
+            return node
+        queue.extend(fn for fn, _ in node.next_functions)
+    raise AssertionError(f"no {name} node")
+
+
+def test_backward_keeps_contiguous_copies_not_the_strided_inputs(c_calls):
+    """What backward keeps are the contiguous copies the kernel reads, made under autograd:
+    not the strided inputs as well (their projections' storage, a third copy of q, k, v
+    alive in backward), and a double backward still reaches the projections."""
+    (q, k, v), bases = head_split(2, 4, 45, 8, seed=5)
+    lt, rt = torch.full((4,), 2), torch.full((4,), 3)
+    pad = torch.zeros(2, 45, dtype=torch.bool)
+    out = band_attention(q, k, v, lt, rt)
+    saved = autograd_node(out, "_CBandBackward").saved_tensors
+    assert len(saved) == 3 and all(t.is_contiguous() for t in saved)
+    kept = {t.untyped_storage().data_ptr() for t in saved}
+    assert kept.isdisjoint(x.untyped_storage().data_ptr() for x in bases)
+    want = dense64(q, k, v, lt, rt, pad)
+    torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
+    (gq,) = torch.autograd.grad(out.square().sum(), bases[0], create_graph=True)
+    (gq_want,) = torch.autograd.grad(want.square().sum(), bases[0], create_graph=True)
+    torch.testing.assert_close(gq, gq_want, atol=5e-5, rtol=1e-4)
+    (second,) = torch.autograd.grad(gq.square().sum(), bases[1])
+    (second_want,) = torch.autograd.grad(gq_want.square().sum(), bases[1])
+    torch.testing.assert_close(second, second_want, atol=1e-3, rtol=1e-3)
+    assert c_calls.forwards == 1
+
+
 @needs_extension
 def test_one_band_for_every_head_broadcasts(c_calls):
     """A (1,) band is every head's, as in the blocked kernels; reaches beyond T are T."""

@@ -86,6 +86,10 @@ def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tenso
     # one band per head, as the blocked kernels broadcast it; reaches beyond T change nothing
     left = left.to(device="cpu", dtype=torch.int64).expand(heads).clamp(-t, t).contiguous()
     right = right.to(device="cpu", dtype=torch.int64).expand(heads).clamp(-t, t).contiguous()
+    # contiguous here, under autograd, not inside forward: the copies are what backward keeps,
+    # and they stay differentiable for a double backward (the strided originals, head-split
+    # views of the projections, can be freed; keeping them too cost a third copy of q, k, v)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     return _CBand.apply(q, k, v, left, right, real, -1 if area is None else area)
 
 
@@ -129,9 +133,9 @@ class _CBand(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
                 real: Tensor | None, area: int) -> Tensor:  # fmt: skip
-        # the inputs as given are saved (a double backward differentiates through them)
+        # the inputs as given (contiguous) are saved: a double backward differentiates
+        # through them
         ctx.save_for_backward(q, k, v)
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         out = torch.empty_like(q)
         lse = q.new_empty(q.shape[:3])
         args = _CBand._args(q, k, v, out, lse, real, left, right, area)
@@ -155,7 +159,7 @@ class _CBand(torch.autograd.Function):
                 inputs = [t.detach().requires_grad_() for t in (q, k, v)]
                 dense = _dense_band(*inputs, left, right, real, ctx.area)
                 return (*torch.autograd.grad(dense, inputs, grad), *none)
-        q, k, v, grad = q.contiguous(), k.contiguous(), v.contiguous(), grad.contiguous()
+        grad = grad.contiguous()
         dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
         args = _CBand._args(q, k, v, out, lse, real, left, right, ctx.area)
         grads = (grad.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr())

@@ -142,6 +142,22 @@ def run(lengths, batch, heads, dim, window, repeats) -> list[dict]:
     return rows
 
 
+def run_meta(machine: str, heads: int, dim: int, window: int, repeats: int) -> dict:
+    """What :func:`markdown` states about a run besides its rows."""
+    return {
+        "machine": machine,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "heads": heads,
+        "dim": dim,
+        "window": window,
+        "repeats": repeats,
+        "band_path": "C kernel (fast/band_cpu.py)"
+        if band_cpu.ENABLED
+        else "blocked kernels (the C extension is not built)",
+    }
+
+
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [
         f"Band attention vs dense SDPA, fwd+bwd, {meta['machine']}, torch {meta['torch']}, "
@@ -181,18 +197,8 @@ def main() -> None:
     lengths = args.lengths or (full[:4] if args.quick else full)
     batch, repeats = (4, 3) if args.quick else (args.batch, args.repeats)
     rows = run(lengths, batch, args.heads, args.dim, args.window, repeats)
-    meta = {
-        "machine": args.machine,
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "heads": args.heads,
-        "dim": args.dim,
-        "window": args.window,
-        "repeats": repeats,
-        "band_path": "C kernel (fast/band_cpu.py)" if band_cpu.ENABLED else "blocked kernels "
-        "(the C extension is not built)",
-        "note": "T=2048 uses batch 16 (32·1024/T) to fit the dense baseline in memory",
-    }
+    meta = run_meta(args.machine, args.heads, args.dim, args.window, repeats)
+    meta["note"] = "T=2048 uses batch 16 (32·1024/T) to fit the dense baseline in memory"
     args.out.mkdir(parents=True, exist_ok=True)
     result = json.dumps({"meta": meta, "rows": rows}, indent=1)
     (args.out / "band_attention.json").write_text(result)

@@ -424,15 +424,9 @@ def run_band(args: argparse.Namespace, device: torch.device, result: dict[str, A
             11,
             args.repeats,
         )
-        meta = {
-            "machine": describe(result["machine"]),
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "heads": args.attn_heads,
-            "dim": args.attn_head_dim,
-            "window": 11,
-            "repeats": args.repeats,
-        }
+        meta = band_attention.run_meta(
+            describe(result["machine"]), args.attn_heads, args.attn_head_dim, 11, args.repeats
+        )
         result["band"] = {
             "meta": meta,
             "rows": rows,

@@ -109,6 +109,17 @@ def test_markdown_and_png(tiny_run):
     assert (tiny_run / "bench.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_band_section_runs_and_states_the_kernel_path(tmp_path):
+    """``--sections band`` (bench/band_attention.py through bench.run): rows, no errors, and
+    the markdown says which band kernel ran."""
+    assert run.main([*TINY, "--sections", "band", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert result["errors"] == []
+    (row,) = result["band"]["rows"]
+    assert row["T"] == 16 and row["band_1d_ratio"] > 0 and row["band_2d_peak_mb"] > 0
+    assert "Band 1D / 2D: " in result["band"]["markdown"]
+
+
 def test_bad_section_is_rejected():
     with pytest.raises(SystemExit):
         run.main([*TINY, "--sections", "nonsense"])

@@ -1,5 +1,8 @@
 """localnmt: every published way of making Transformer attention local, as a fairseq plugin."""
 
+import importlib.util
+from pathlib import Path
+
 from setuptools import Extension, find_packages, setup
 
 # The one place where the fairseq build is chosen (see README, "Why this fairseq build").
@@ -7,6 +10,19 @@ from setuptools import Extension, find_packages, setup
 # upstream fairseq (2024-10) with the Python 3.11 dataclass patch. Swap for
 # "fairseq-fixed==0.12.3.1" (a source build with the same patch, about 5 min to install) here.
 FAIRSEQ_REQUIREMENT = "ve-fairseq==0.12.3"
+
+
+def _cbuild():
+    """localnmt/cbuild.py, loaded by path: the package itself needs torch and fairseq."""
+    path = Path(__file__).resolve().parent / "localnmt" / "cbuild.py"
+    spec = importlib.util.spec_from_file_location("localnmt_cbuild", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CSRC = Path(__file__).resolve().parent / "localnmt" / "csrc"
+source_digest = _cbuild().source_digest
 
 setup(
     name="localnmt",
@@ -25,15 +41,17 @@ setup(
         Extension(
             f"localnmt.{name}",
             [f"localnmt/csrc/{source}"],
-            depends=[
-                f"localnmt/csrc/{h}"
-                for h in ("vec_math.h", "builds.h", "band_impl.h", "gmm_params.h")
-            ],
+            depends=[f"localnmt/csrc/{h.name}" for h in sorted(CSRC.glob("*.h"))],
+            # the module reports what it was built from; an editable install whose sources
+            # changed since then falls back to torch ops with a warning (localnmt/cbuild.py)
+            define_macros=[("LOCALNMT_SOURCE_DIGEST", f'"{source_digest(source, CSRC)}"')],
             extra_compile_args=["-O3", "-fno-trapping-math"],
             optional=True,
         )
         for name, source in (
-            ("_gmm_step", "gmm_step.c"), ("_gmm_mixture", "gmm_mixture.c"), ("_band", "band.c")
+            ("_gmm_step", "gmm_step.c"),
+            ("_gmm_mixture", "gmm_mixture.c"),
+            ("_band", "band.c"),
         )
     ],
     python_requires=">=3.10",

@@ -66,9 +66,19 @@ static PyObject *in_use(PyObject *self, PyObject *noargs) {
     return PyUnicode_FromString(build_names[build_current]);
 }
 
+/* source_digest(): the digest of the sources this module was compiled from, passed in by
+ * setup.py (localnmt/cbuild.py compares it with the sources beside the package). */
+#ifndef LOCALNMT_SOURCE_DIGEST
+#define LOCALNMT_SOURCE_DIGEST ""
+#endif
+static PyObject *source_digest(PyObject *self, PyObject *noargs) {
+    return PyUnicode_FromString(LOCALNMT_SOURCE_DIGEST);
+}
+
 #define BUILD_METHODS                                                                            \
     {"use", use, METH_VARARGS, "Run the named build."},                                         \
         {"builds", supported_builds, METH_NOARGS, "Builds this CPU runs, fastest first."},      \
-        {"in_use", in_use, METH_NOARGS, "The build in use."}
+        {"in_use", in_use, METH_NOARGS, "The build in use."},                                   \
+        {"source_digest", source_digest, METH_NOARGS, "Digest of the sources built."}
 
 #endif

@@ -26,10 +26,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-try:
-    from localnmt import _band
-except ImportError:  # no C compiler at install time: the blocked kernels run
-    _band = None
+from localnmt.cbuild import load_extension
+
+# None without a C compiler at install time, or when built from other sources
+# (localnmt/cbuild.py): the blocked kernels run
+_band = load_extension("_band", "band.c")
 
 #: Switch for tests and benchmarks (False: the blocked kernels of band.py).
 ENABLED = _band is not None

@@ -36,14 +36,14 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.fast.band_cpu import has_memory, run_by_sentences
+from localnmt.cbuild import load_extension
 
 if TYPE_CHECKING:
     from localnmt.attention.fast.gmm_step import OutputLayout
 
-try:
-    from localnmt import _gmm_mixture
-except ImportError:  # no C compiler at install time: the torch ops run
-    _gmm_mixture = None
+# None without a C compiler at install time, or when built from other sources
+# (localnmt/cbuild.py): the torch ops run
+_gmm_mixture = load_extension("_gmm_mixture", "gmm_mixture.c")
 
 #: Switch for tests and benchmarks (False: always the torch ops).
 ENABLED = _gmm_mixture is not None

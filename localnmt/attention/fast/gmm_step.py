@@ -23,11 +23,11 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.fast.band_cpu import has_memory
+from localnmt.cbuild import load_extension
 
-try:
-    from localnmt import _gmm_step
-except ImportError:  # no C compiler at install time: the torch ops run
-    _gmm_step = None
+# None without a C compiler at install time, or when built from other sources
+# (localnmt/cbuild.py): the torch ops run
+_gmm_step = load_extension("_gmm_step", "gmm_step.c")
 
 #: Switch for tests and benchmarks (False: always the torch ops).
 ENABLED = _gmm_step is not None

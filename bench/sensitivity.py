@@ -50,8 +50,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--reference-max", type=int, default=10)
     p.add_argument("--chunked-max", type=int, default=25)
-    p.add_argument("--memory-mb", type=int, default=sensitivity.MEMORY_MB,
-                   help="chunk budget of the chunked and structured methods (MiB)")
+    p.add_argument(
+        "--memory-mb",
+        type=int,
+        default=sensitivity.MEMORY_MB,
+        help="chunk budget of the chunked and structured methods (MiB)",
+    )
     args = p.parse_args(argv)
     print(describe(machine_info(torch.device("cpu"))), flush=True)
     attn = layer(args.dim, args.heads, args.spec)
@@ -74,8 +78,11 @@ def main(argv: list[str] | None = None) -> None:
             diff = ((outs[m] - outs["structured"]).abs() / outs[m].abs().clamp(min=1e-12)).max()
             line += f" | {m}/structured {med[m] / med['structured']:.0f}x (max rel diff {diff:.1e})"
         print(line, flush=True)
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MiB, "
-          f"load {(load_average() or [float('nan')])[0]:.1f} at the end", flush=True)
+    print(
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MiB, "
+        f"load {(load_average() or [float('nan')])[0]:.1f} at the end",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -91,13 +91,21 @@ def translate_lines(
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point: exit 0, or 2 with one message."""
-    p = argparse.ArgumentParser(prog="localnmt-translate", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-bin", type=Path, required=True,
-                   help="the data-bin the model was trained on (its localnmt_data.json)")
+    p = argparse.ArgumentParser(
+        prog="localnmt-translate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--data-bin",
+        type=Path,
+        required=True,
+        help="the data-bin the model was trained on (its localnmt_data.json)",
+    )
     p.add_argument("--path", type=Path, required=True, help="checkpoint")
-    p.add_argument("--input", default="-", help="raw source text, one sentence a line "
-                   "(default: stdin)")
+    p.add_argument(
+        "--input", default="-", help="raw source text, one sentence a line (default: stdin)"
+    )
     p.add_argument("--output", default="-", help="detokenised translations (default: stdout)")
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--lenpen", type=float, default=0.6)

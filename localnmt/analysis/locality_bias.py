@@ -195,16 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True, help="fairseq data-bin (dictionaries)")
     parser.add_argument("--conllu", required=True, help="dependency-parsed source sentences")
     parser.add_argument("--bpe", help="the same sentences after BPE ('@@ ' marker), one a line")
-    parser.add_argument("--max-sentences", type=int, default=0,
-                        help="use only the first N sentences (default 0: the whole file)")
+    parser.add_argument(
+        "--max-sentences",
+        type=int,
+        default=0,
+        help="use only the first N sentences (default 0: the whole file)",
+    )
     parser.add_argument("--threshold", type=float, default=3.0, help="Figure 3 threshold")
     parser.add_argument("--out", default="analysis", help="output folder")
     args = parser.parse_args(argv)
     model, task = load_model(args.path, args.data)
     try:
-        local, syn, coverage = locality_bias(
-            model, task, args.conllu, args.bpe, args.max_sentences
-        )
+        local, syn, coverage = locality_bias(model, task, args.conllu, args.bpe, args.max_sentences)
     except ValueError as err:  # an empty CoNLL-U file, a BPE file of another length
         parser.error(str(err))
     write_outputs(local, syn, Path(args.out), args.threshold)

@@ -119,8 +119,10 @@ def prepare_parallel(
     runner.run(
         "raw",
         lambda: copy_raw(inputs, raw_dir, log),
-        outputs=[raw_dir / "sources.json", *(raw_dir / f"{s}.{lang}" for s in inputs
-                                              for lang in (src, tgt))],  # fmt: skip
+        outputs=[
+            raw_dir / "sources.json",
+            *(raw_dir / f"{s}.{lang}" for s in inputs for lang in (src, tgt)),
+        ],  # fmt: skip
         params={"inputs": stats},
     )
     cfg = ProcessConfig(
@@ -154,25 +156,48 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--tgt", required=True, help="target language code")
     ap.add_argument("--train", required=True, help="PREFIX of the training files")
     ap.add_argument("--valid", required=True, help="PREFIX of the validation files")
-    ap.add_argument("--test", required=True,
-                    help="PREFIX[,PREFIX...]: test sets, binarised as test, test1, ... in order")
-    ap.add_argument("--workdir", type=Path, required=True,
-                    help="output: WORKDIR/data-bin, WORKDIR/raw/<subset>.<lang> (references)")
+    ap.add_argument(
+        "--test",
+        required=True,
+        help="PREFIX[,PREFIX...]: test sets, binarised as test, test1, ... in order",
+    )
+    ap.add_argument(
+        "--workdir",
+        type=Path,
+        required=True,
+        help="output: WORKDIR/data-bin, WORKDIR/raw/<subset>.<lang> (references)",
+    )
     ap.add_argument("--bpe", choices=BPE_KINDS, default="subword_nmt")
-    ap.add_argument("--bpe-merges", type=int, default=8000,
-                    help="subword-nmt merges, or sentencepiece vocabulary size (default 8000)")
-    ap.add_argument("--separate", action="store_true",
-                    help="separate subword models and dictionaries per language (default: joint)")
-    ap.add_argument("--length-clean", action="store_true",
-                    help="drop training pairs outside 1..--max-len subwords or with a length "
-                    "ratio above --max-ratio (valid and test sets are never cleaned)")
+    ap.add_argument(
+        "--bpe-merges",
+        type=int,
+        default=8000,
+        help="subword-nmt merges, or sentencepiece vocabulary size (default 8000)",
+    )
+    ap.add_argument(
+        "--separate",
+        action="store_true",
+        help="separate subword models and dictionaries per language (default: joint)",
+    )
+    ap.add_argument(
+        "--length-clean",
+        action="store_true",
+        help="drop training pairs outside 1..--max-len subwords or with a length "
+        "ratio above --max-ratio (valid and test sets are never cleaned)",
+    )
     ap.add_argument("--max-len", type=int, default=250, help="with --length-clean")
     ap.add_argument("--max-ratio", type=float, default=1.5, help="with --length-clean")
-    ap.add_argument("--pretokenized", action="store_true",
-                    help="the files are already tokenised: only subwords are applied")
-    ap.add_argument("--no-target-normalize", action="store_true",
-                    help="no Moses punctuation normalisation of the target side (detokenised "
-                    "output can then match the raw references' punctuation exactly)")
+    ap.add_argument(
+        "--pretokenized",
+        action="store_true",
+        help="the files are already tokenised: only subwords are applied",
+    )
+    ap.add_argument(
+        "--no-target-normalize",
+        action="store_true",
+        help="no Moses punctuation normalisation of the target side (detokenised "
+        "output can then match the raw references' punctuation exactly)",
+    )
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     return ap  # fmt: skip
 

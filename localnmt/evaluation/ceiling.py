@@ -38,8 +38,11 @@ def ceiling(refs: Sequence[str], lang: str, normalize: bool = True) -> tuple[Ble
 
 def main(argv: list[str] | None = None) -> int:
     """Print the ceiling with and without target-side punctuation normalisation."""
-    p = argparse.ArgumentParser(prog="python -m localnmt.evaluation.ceiling", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m localnmt.evaluation.ceiling",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--ref", type=Path, required=True, help="raw reference file")
     p.add_argument("--lang", required=True, help="its language")
     args = p.parse_args(argv)  # fmt: skip

@@ -28,12 +28,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--budget-minutes", type=float,
                    help="training wall clock for all systems together, split equally "
                    "(default: 24 on CPU, 30 on a GPU)")  # fmt: skip
-    p.add_argument("--systems", help="comma-separated catalog names, the baseline first "
-                   "(default: 3 systems on CPU, 6 on a GPU; `python -m localnmt.catalog`)")
+    p.add_argument(
+        "--systems",
+        help="comma-separated catalog names, the baseline first "
+        "(default: 3 systems on CPU, 6 on a GPU; `python -m localnmt.catalog`)",
+    )
     p.add_argument("--size", choices=sorted(sizings()), help="model sizing (default: cuda if "
                    "torch sees a GPU, else cpu; tiny is for smoke tests)")  # fmt: skip
-    p.add_argument("--data", type=Path, help="your own data-bin (made by the project's data "
-                   "preparation, with raw/test.<lang> beside it) instead of the gettext corpus")
+    p.add_argument(
+        "--data",
+        type=Path,
+        help="your own data-bin (made by the project's data "
+        "preparation, with raw/test.<lang> beside it) instead of the gettext corpus",
+    )
     p.add_argument("--pair", default="en-de", choices=["en-de", "en-zh"],
                    help="gettext corpus language pair")  # fmt: skip
     p.add_argument("--bpe-merges", type=int, help="gettext corpus BPE merges (default: sizing)")
@@ -73,8 +80,10 @@ def check_data(data_bin: Path) -> str | None:
             return f"--data {data_bin}: {name} is missing"
     ref = raw_file(data_bin, "test", tgt)
     if not ref.exists():
-        return (f"--data {data_bin}: the raw test references {ref} are missing; scoring needs "
-                "them (data_prep/prepare_parallel.sh keeps them beside the data-bin)")
+        return (
+            f"--data {data_bin}: the raw test references {ref} are missing; scoring needs "
+            "them (data_prep/prepare_parallel.sh keeps them beside the data-bin)"
+        )
     return None
 
 
@@ -85,8 +94,10 @@ def pick_systems(names: list[str], catalog: list[dict], parser: argparse.Argumen
     unknown = [n for n in names if n not in by_name]
     if unknown:
         close = sorted(n for n in by_name if n.endswith("/base"))[:8]
-        parser.error(f"unknown system(s) {', '.join(unknown)}; names come from "
-                     f"`python -m localnmt.catalog`, e.g. {', '.join(close)}")
+        parser.error(
+            f"unknown system(s) {', '.join(unknown)}; names come from "
+            f"`python -m localnmt.catalog`, e.g. {', '.join(close)}"
+        )
     rows = [by_name[n] for n in names]
     for row in rows:
         problem = fits(row, sizing)
@@ -183,8 +194,17 @@ def run(args: argparse.Namespace) -> None:
     log("step 3/4: translating the test set (beam 4) and scoring")
     ref = raw_file(data_bin, "test", tgt)
     for row in systems:
-        translate_system(runner, row, workdir / "runs" / slug(row["name"]), data_bin, ref,
-                         raw_file(data_bin, "test", src), steps[row["name"]], user_dir, log)
+        translate_system(
+            runner,
+            row,
+            workdir / "runs" / slug(row["name"]),
+            data_bin,
+            ref,
+            raw_file(data_bin, "test", src),
+            steps[row["name"]],
+            user_dir,
+            log,
+        )
     log("step 4/4: report")
     results, signature, n_test = collect(systems, workdir, ref, args.bootstrap_samples)
     meta = {

@@ -56,8 +56,11 @@ def _params(n: int | None) -> str:
 def _delta(system: SystemResult, baseline: SystemResult) -> str:
     if system is baseline:
         return "-"
-    stars = "" if system.p_value is None else (" **" if system.p_value < 0.01 else
-                                                " *" if system.p_value < 0.05 else "")
+    stars = (
+        ""
+        if system.p_value is None
+        else (" **" if system.p_value < 0.01 else " *" if system.p_value < 0.05 else "")
+    )
     p = "" if system.p_value is None else f" (p={system.p_value:.3f})"
     return f"{system.bleu - baseline.bleu:+.2f}{p}{stars}"
 

@@ -44,4 +44,3 @@ def test_older_config_layout(tmp_path) -> None:
 def test_data_bin_made_elsewhere_gets_the_defaults(tmp_path) -> None:
     assert post_processing(tmp_path) == ("subword_nmt", "moses")
     assert post_processing(tmp_path, "none", "none") == ("none", "none")
-

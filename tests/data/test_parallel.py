@@ -93,7 +93,7 @@ def test_length_clean_train_only_pretokenized_separate_unnormalised(tmp_path, ca
     write(root / "dev.en", en[30:35])
     write(root / "dev.de", de[30:35])
     test_de = ["„Das ist schön“, sagte sie.", "Ein Satz  mit   Leerzeichen .", "Wort"]
-    write(root / "test.en", ["\"That is nice\" , she said .", "A sentence with spaces .", long_en])
+    write(root / "test.en", ['"That is nice" , she said .', "A sentence with spaces .", long_en])
     write(root / "test.de", test_de)
     work = tmp_path / "work"
     argv = ["--src", "en", "--tgt", "de", "--train", str(root / "train"),

@@ -23,8 +23,9 @@ def fake_training(monkeypatch):
         save_dir = Path(cmd[cmd.index("--save-dir") + 1])
         save_dir.mkdir(parents=True, exist_ok=True)
         (save_dir / "checkpoint_last.pt").write_text("x")
-        Path(cmd[cmd.index("--curve") + 1]).write_text('{"minutes": 1, "updates": 5, '
-                                                       '"valid_loss": 3.0}\n')
+        Path(cmd[cmd.index("--curve") + 1]).write_text(
+            '{"minutes": 1, "updates": 5, "valid_loss": 3.0}\n'
+        )
         calls.append(cmd)
         return 0
 
@@ -34,8 +35,17 @@ def fake_training(monkeypatch):
 
 def _train(tmp_path: Path, data: Path, minutes: float, args=("--lr", "1")) -> None:
     runner = StepRunner(tmp_path / "w", log=lambda m: None)
-    training.train_system(runner, "sys", tmp_path / "w" / "runs" / "sys", data, "localnmt_base",
-                          list(args), minutes, minutes / 8, log=lambda m: None)
+    training.train_system(
+        runner,
+        "sys",
+        tmp_path / "w" / "runs" / "sys",
+        data,
+        "localnmt_base",
+        list(args),
+        minutes,
+        minutes / 8,
+        log=lambda m: None,
+    )
 
 
 def _data(tmp_path: Path) -> Path:
@@ -81,8 +91,9 @@ def test_interrupted_run_resumes_with_same_settings(tmp_path: Path, monkeypatch)
         save_dir = Path(cmd[cmd.index("--save-dir") + 1])
         assert (save_dir / "checkpoint_last.pt").read_text() == "partial"  # resumed, not reset
         assert kwargs["append"]  # the log goes on
-        Path(cmd[cmd.index("--curve") + 1]).write_text('{"minutes": 1, "updates": 5, '
-                                                       '"valid_loss": 3.0}\n')
+        Path(cmd[cmd.index("--curve") + 1]).write_text(
+            '{"minutes": 1, "updates": 5, "valid_loss": 3.0}\n'
+        )
         return 0
 
     monkeypatch.setattr(train_run, "run_logged", finish)

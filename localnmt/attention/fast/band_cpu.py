@@ -49,8 +49,7 @@ def takes(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> bool:
         and k.shape == q.shape
         and v.shape == q.shape
         and all(
-            t.device.type == "cpu" and t.dtype == torch.float32 and has_memory(t)
-            for t in (q, k, v)
+            t.device.type == "cpu" and t.dtype == torch.float32 and has_memory(t) for t in (q, k, v)
         )
     )
 

@@ -157,8 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fp16", dest="precision", action="store_const", const="--fp16")
     p.add_argument("--bf16", dest="precision", action="store_const", const="--bf16")
     p.add_argument("--average", type=int, help="checkpoints to average (default: recipe's)")
-    p.add_argument("--bpe", choices=["subword_nmt", "sentencepiece", "none"],
-                   help="subword removal (default: as the data-bin records; else subword_nmt)")
+    p.add_argument(
+        "--bpe",
+        choices=["subword_nmt", "sentencepiece", "none"],
+        help="subword removal (default: as the data-bin records; else subword_nmt)",
+    )
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--lenpen", type=float, default=0.6)
     p.add_argument("--rescore", action="store_true", help="re-evaluate even if scores exist")

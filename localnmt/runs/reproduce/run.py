@@ -200,7 +200,6 @@ def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
         glue = plan_row(row, plan.data, run_dir, **glue_options(args))
         runner = StepRunner(run_dir, log=lambda m: print(f"  {m}", flush=True))
         for step in glue.steps:
-
             key = glue_step_key(step, run_dir)
             cmd = portable_command(step.cmd, Path(args.workdir).resolve())
 

@@ -13,8 +13,8 @@ sharing positions; every group gets the same band). 2D-CSAN's groups are neighbo
 the kernel takes the unstacked keys (``ctx.extras[HEAD_AREA]``), cuts each head's window once
 and reads head ``h``'s ``G`` windows (heads ``h - a … h + a``, wrapped) as consecutive rows of
 an overlapping strided view, so the stacked ``G·T`` keys, deferred by the transform, are never
-built. SDPA runs over
-``(B·nb)`` blocks × ``H`` heads, so the mask broadcasts over heads when the band does. Declines
+built. SDPA runs over ``(B·nb)`` blocks × ``H`` heads, so the mask broadcasts over heads when
+the band does. Declines
 dense masks, biases, and problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as
 fast: docs/design.md, bench/).
 

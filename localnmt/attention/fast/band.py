@@ -14,9 +14,8 @@ the kernel takes the unstacked keys (``ctx.extras[HEAD_AREA]``), cuts each head'
 and reads head ``h``'s ``G`` windows (heads ``h - a … h + a``, wrapped) as consecutive rows of
 an overlapping strided view, so the stacked ``G·T`` keys, deferred by the transform, are never
 built. SDPA runs over ``(B·nb)`` blocks × ``H`` heads, so the mask broadcasts over heads when
-the band does. Declines
-dense masks, biases, and problems shorter than :data:`MIN_LENGTH` (where dense SDPA is as
-fast: docs/design.md, bench/).
+the band does. Declines dense masks, biases, and problems shorter than :data:`MIN_LENGTH`
+(where dense SDPA is as fast: docs/design.md, bench/).
 
 On CPU without dropout, :class:`_ChunkedFlashBand` runs torch's fused CPU attention op
 directly, a few sentences at a time, saving only its output and log-sum-exp: the windows are

@@ -130,13 +130,10 @@ def _logits_and_blocked(problem: AttentionProblem) -> tuple[Tensor, Tensor | Non
     return logits, blocked
 
 
-def dense_attention(
-    problem: AttentionProblem,
-    post: Callable[[Tensor], Tensor] | None = None,
-    dropout: Callable[[Tensor], Tensor] | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The reference path. Returns ``(out (B,H,Tq,d), probs float32, logits float32)``;
-    ``probs`` is after ``post`` and before dropout; ``out`` uses the dropped-out probs."""
+def dense_probabilities(
+    problem: AttentionProblem, post: Callable[[Tensor], Tensor] | None = None
+) -> tuple[Tensor, Tensor]:
+    """``(probs, logits)``, float32: the softmax of the reference path, after ``post``."""
     logits, blocked = _logits_and_blocked(problem)
     probs = torch.softmax(logits, dim=-1)
     if blocked is not None:  # a query with no allowed key attends to nothing (zero_empty_rows)
@@ -144,6 +141,17 @@ def dense_attention(
         probs = probs.masked_fill(blocked.all(dim=-1, keepdim=True), 0.0)
     if post is not None:
         probs = post(probs)
+    return probs, logits
+
+
+def dense_attention(
+    problem: AttentionProblem,
+    post: Callable[[Tensor], Tensor] | None = None,
+    dropout: Callable[[Tensor], Tensor] | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The reference path. Returns ``(out (B,H,Tq,d), probs float32, logits float32)``;
+    ``probs`` is after ``post`` and before dropout; ``out`` uses the dropped-out probs."""
+    probs, logits = dense_probabilities(problem, post)
     used = probs.type_as(problem.v)
     if dropout is not None:
         used = dropout(used)

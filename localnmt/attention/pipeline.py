@@ -34,7 +34,7 @@ from localnmt.attention.context import (
     key_positions_from_padding,
 )
 from localnmt.attention.deferred import stored, stored_shape
-from localnmt.attention.kernels import AttentionProblem, dense_attention, fast_attention
+from localnmt.attention.kernels import AttentionProblem, dense_probabilities, fast_attention
 from localnmt.attention.modifier import SOURCE_SUFFIX, AttentionModifier, apply_head_selection
 from localnmt.attention.record import AttentionRecord
 from localnmt.attention.shared_source import GROUP_KEY, grouped_matmul, regroup, source_group
@@ -233,13 +233,14 @@ class LocalAttention(MultiheadAttention):
             affine = self._affine_post(ctx, problem, post_mods)
             if affine is not None:
                 return self._attend_affine(problem, affine), None
-        out, probs, logits = dense_attention(
-            problem,
-            post=(lambda p: self._post(ctx, p, post_mods)) if post_mods else None,
-            dropout=self.dropout_module,
-        )
+        post = (lambda p: self._post(ctx, p, post_mods)) if post_mods else None
+        probs, logits = dense_probabilities(problem, post)
+        # one dropout mask for p @ V and every value term: Shaw et al.'s eq. 3 is
+        # Σ_j α_ij (v_j + a^V_ij) with one α, and BLOCK's gate mixes this very p @ V
+        used = self.dropout_module(probs.type_as(problem.v))
+        out = grouped_matmul(used, problem.v, problem.key_group)
         for modifier in value_mods:
-            term = modifier.value_term(ctx, self.dropout_module(probs.type_as(ctx.v)))
+            term = modifier.value_term(ctx, used)
             if term is not None:
                 out = out + apply_head_selection(modifier, term, 0.0)
         if ctx.record is not None:

@@ -1,5 +1,5 @@
-"""Shared builders for kernel tests: one pipeline attention from a spec, padding masks, and a
-counter of calls into a C extension."""
+"""Shared builders for kernel tests: one pipeline attention from a spec, padding masks, a
+counter of calls into a C extension, and an attention dropout that keeps its masks."""
 
 from __future__ import annotations
 
@@ -48,3 +48,17 @@ class CountCalls:
             return getattr(self.module, name)(*args)
 
         return call
+
+
+class RecordingDropout(torch.nn.Module):
+    """Attention dropout with a fresh random mask per call, each mask kept for the reference."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p, self.apply_during_inference, self.masks = p, False, []
+        self.generator = torch.Generator().manual_seed(7)
+
+    def forward(self, probs):
+        keep = torch.rand(probs.shape, generator=self.generator) >= self.p
+        self.masks.append(keep)
+        return probs * keep / (1 - self.p)

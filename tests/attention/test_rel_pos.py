@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from attention_cases import RecordingDropout
 
 from localnmt.attention import AttentionSite, LocalAttention
 from localnmt.attention.methods.localness import LocalnessRecord
@@ -32,8 +33,9 @@ def linear(lin: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return x @ lin.weight.t() + lin.bias
 
 
-def plain_rel_pos(att, x, clip, *, causal=False, localness=None):
-    """Shaw et al. eqs. 3–5 for one unpadded sentence x (T, C); optional Gaussian bias G (H,T,T)."""
+def plain_rel_pos(att, x, clip, *, causal=False, localness=None, dropped=None):
+    """Shaw et al. eqs. 3–5 for one unpadded sentence x (T, C); optional Gaussian bias G (H,T,T);
+    ``dropped(h, α)``: attention dropout, one mask for both terms of eq. 3."""
     rel = next(m for m in att.modifiers if m.name == "rel_pos")
     d = C // H
     q, k, v = (linear(p, x) for p in (att.q_proj, att.k_proj, att.v_proj))
@@ -51,6 +53,8 @@ def plain_rel_pos(att, x, clip, *, causal=False, localness=None):
         if causal:
             e = e.masked_fill(torch.ones(n, n).triu(1).bool(), float("-inf"))
         alpha = torch.softmax(e, -1)
+        if dropped is not None:
+            alpha = dropped(h, alpha)
         z = torch.zeros(n, d)
         for i in range(n):
             for j in range(n):
@@ -82,6 +86,23 @@ def test_encoder_matches_plain_equations(left, clip):
         for b in range(B):
             real = (~mask[b]).nonzero().squeeze(1)
             ref = plain_rel_pos(att, x[real, b], clip)
+            torch.testing.assert_close(out[real, b], ref, atol=2e-5, rtol=1e-4)
+
+
+def test_attention_dropout_is_one_mask_for_both_terms_of_eq_3():
+    """With attention dropout, α·v and α·a^V use the same dropped α (eq. 3 has one α):
+    the dropout runs once per call, and the output is eq. 3 with that mask."""
+    att = make_attention("encoder_self", "rel_pos[clip=2]")
+    att.dropout_module = dropout = RecordingDropout(0.4)
+    mask = padding([T, 5, 1], T, left=True)
+    x = torch.randn(T, B, C)
+    with torch.no_grad():
+        out, _ = att(x, x, x, key_padding_mask=mask, need_weights=False)
+        (keep,) = dropout.masks  # (B, H, T, T)
+        for b in range(B):
+            real = (~mask[b]).nonzero().squeeze(1)
+            kept = keep[b][:, real][:, :, real] / 0.6
+            ref = plain_rel_pos(att, x[real, b], 2, dropped=lambda h, a, kept=kept: a * kept[h])
             torch.testing.assert_close(out[real, b], ref, atol=2e-5, rtol=1e-4)
 
 

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from attention_cases import RecordingDropout
 
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.pipeline import LocalAttention
@@ -108,7 +109,9 @@ def test_local_hard(side):
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
-def test_block_restriction_and_output(side):
+@pytest.mark.parametrize("dropout", [0.0, 0.4])
+def test_block_restriction_and_output(side, dropout):
+    """With attention dropout, intra is the layer's own dropped p @ V (one mask)."""
     att = make("block[block=3]")
     x, pad = batch(side)
 
@@ -121,12 +124,17 @@ def test_block_restriction_and_output(side):
     check(att, x, pad, expected)
     # output = (1-g)·intra + g·inter with s2t block summaries (Bi-BloSAN), sentence by sentence
     m = att.modifiers[0]
+    if dropout:
+        att.dropout_module = recording = RecordingDropout(dropout)
     out, _ = att(x, x, x, key_padding_mask=pad, need_weights=False)
     for b in range(x.size(1)):
         real, xs, q, k = sentence_qkv(att, x, pad, b)
         n = xs.size(0)
         v = att.v_proj(xs).view(n, H, D).transpose(0, 1)
         probs = expected(q, k, xs)
+        if dropout:
+            (keep,) = recording.masks  # one dropout call: (B, H, T, T)
+            probs = probs * keep[b][:, real][:, :, real] / (1 - dropout)
         intra = probs @ v
         blk = torch.arange(n) // 3
         scores = m.s2t_score(torch.nn.functional.elu(m.s2t_hidden(xs)))

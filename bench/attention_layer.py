@@ -229,13 +229,13 @@ def chosen_path(layer: nn.Module, inputs: LayerInputs, kernel: str | None = None
     if not isinstance(layer, pipeline.LocalAttention):
         return "fairseq"
     calls = []
-    original = pipeline.dense_attention
+    original = pipeline.dense_probabilities
 
     def counting(*args: Any, **kwargs: Any):
         calls.append(1)
         return original(*args, **kwargs)
 
-    pipeline.dense_attention = counting
+    pipeline.dense_probabilities = counting
     if kernel is None:  # record which kernel the automatic choice takes (with gradients on)
         taken: list[str] = []
         saved = list(kernels._KERNELS)
@@ -254,7 +254,7 @@ def chosen_path(layer: nn.Module, inputs: LayerInputs, kernel: str | None = None
             fwd_forward(layer, inputs)()
         finally:
             kernels._KERNELS[:] = saved
-            pipeline.dense_attention = original
+            pipeline.dense_probabilities = original
         if calls:
             return "dense"
         return taken[0] if taken else "dense"
@@ -268,7 +268,7 @@ def chosen_path(layer: nn.Module, inputs: LayerInputs, kernel: str | None = None
                 forward()
             return kernel
     finally:
-        pipeline.dense_attention = original
+        pipeline.dense_probabilities = original
 
 
 def fwd_forward(layer: nn.Module, inputs: LayerInputs) -> Callable[[], None]:

@@ -7,6 +7,8 @@ Stages, in the order :class:`~localnmt.attention.pipeline.LocalAttention` runs t
     restrict(ctx)             allowed keys before softmax: a bool Tensor or a BandMask
     post(ctx, probs)          change the float32 probabilities after softmax
     value_term(ctx, probs)    a term added to probs @ v (relative value embeddings)
+    output_term(ctx, out)     a term computed from the attention output and added to it
+                              (BLOCK's gate); needs no probabilities, so any kernel may run
 
 A modifier implements only the stages it needs; the pipeline asks ``uses(stage)``. The
 ``heads`` option (1-based, from the spec) limits a modifier to some heads: the pipeline leaves
@@ -32,7 +34,7 @@ from localnmt.attention.context import (
     QuadraticBias,
 )
 
-STAGES = ("transform", "bias", "restrict", "post", "value_term")
+STAGES = ("transform", "bias", "restrict", "post", "value_term", "output_term")
 #: Suffix of the incremental-state entries that depend on the source sentence only.
 SOURCE_SUFFIX = "@source"
 
@@ -137,6 +139,12 @@ class AttentionModifier(nn.Module):
 
     def value_term(self, ctx: AttentionContext, probs: Tensor) -> Tensor | None:
         """A ``(B, H, Tq, d)`` term added to ``probs @ v``."""
+        return None
+
+    def output_term(self, ctx: AttentionContext, out: Tensor) -> Tensor | None:
+        """A ``(B, H, Tq, d)`` term added to the attention output ``out`` (``probs @ v`` with
+        the dropped-out probabilities, plus any value terms), computed from it. Unlike
+        ``value_term`` it does not need the probabilities: a fused kernel may give ``out``."""
         return None
 
     def extra_repr(self) -> str:

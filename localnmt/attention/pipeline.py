@@ -9,7 +9,8 @@ runs::
     restrict                     padding, causal triangle, windows / masks
     p = softmax(logits)          float32
     p = post(p)                  post-softmax modifiers
-    out = out_proj(p·v + value_term)
+    o = p·v + value_term
+    out = out_proj(o + output_term(o))
 
 With no modifier it gives the numbers of fairseq's ``MultiheadAttention``. It owns its forward:
 fairseq's fused fast path would skip every modifier. With ``recording = True`` each forward
@@ -104,7 +105,7 @@ class LocalAttention(MultiheadAttention):
             and self.bias_k is None
             and not self.add_zero_attn
             and not any(m.reads_keys or m.uses("transform") or m.uses("value_term")
-                        for m in self.modifiers)
+                        or m.uses("output_term") for m in self.modifiers)
         )  # fmt: skip
 
     def _split_heads(self, x: Tensor, batch: int) -> Tensor:
@@ -208,6 +209,10 @@ class LocalAttention(MultiheadAttention):
                     -1, *values.shape[2:]
                 )
             out, probs = self._attend(ctx, problem, need_weights)
+            for modifier in self._uses("output_term"):
+                term = modifier.output_term(ctx, out)
+                if term is not None:
+                    out = out + apply_head_selection(modifier, term, 0.0)
         if self.recording:
             self.last_record = ctx.record
 

@@ -110,8 +110,11 @@ def test_local_hard(side):
 
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("dropout", [0.0, 0.4])
-def test_block_restriction_and_output(side, dropout):
-    """With attention dropout, intra is the layer's own dropped p @ V (one mask)."""
+def test_block_restriction_and_output(side, dropout, monkeypatch):
+    """Without weights the restricted attention comes from a fused kernel (no probabilities);
+    with attention dropout (dense path, recorded mask) intra is the layer's own dropped p @ V."""
+    from localnmt.attention import pipeline
+
     att = make("block[block=3]")
     x, pad = batch(side)
 
@@ -126,7 +129,12 @@ def test_block_restriction_and_output(side, dropout):
     m = att.modifiers[0]
     if dropout:
         att.dropout_module = recording = RecordingDropout(dropout)
-    out, _ = att(x, x, x, key_padding_mask=pad, need_weights=False)
+    else:  # the fused path: the dense probabilities are never computed
+        monkeypatch.setattr(pipeline, "dense_probabilities", None)
+    summaries = []
+    m.block_key.register_forward_hook(lambda mod, args, out: summaries.append(args[0].shape))
+    out, _ = att(x, x, x, key_padding_mask=pad, need_weights=bool(dropout))
+    assert summaries == [(2, 4, E)]  # one row per block of the longest sentence (11 / 3), not T
     for b in range(x.size(1)):
         real, xs, q, k = sentence_qkv(att, x, pad, b)
         n = xs.size(0)

@@ -9,7 +9,8 @@ Per sentence of real length I, with block length r (Bi-BloSAN §3.2: r = ⌈√(
 3. inter-block: ``o_inter = softmax_b(q_i · W_k u_b) · W_v u_b`` over the sentence's blocks,
    per head (queries are the layer's own);
 4. fusion gate: ``g = sigmoid(W_g [o_intra; o_inter])``, output ``(1−g)·o_intra + g·o_inter``
-   (handed back as a value term ``g·(o_inter − o_intra)``).
+   (handed back as an output term ``g·(o_inter − o_intra)``: ``o_intra`` is the layer's own
+   attention output, so any kernel can compute step 1).
 
 Parameters per layer: W_1, W_2, W_k, W_v (d×d) and W_g (2d×d): 6d² ≈ 1.57M at d = 512,
 4.7M over 3 layers. The paper lists +6.0M; Bi-BloSAN proper also has a forward and a backward
@@ -76,7 +77,9 @@ class Block(AttentionModifier):
         qb = self.block_index(ctx, ctx.query_positions)
         return (qb[:, :, None] == kb[:, None, :])[:, None]  # (B, 1, Tq, Tk)
 
-    def value_term(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
+    def output_term(self, ctx: AttentionContext, out: Tensor) -> Tensor:
+        """``g·(o_inter − o_intra)`` with ``o_intra = out``, the layer's own restricted
+        attention (from any kernel: no probabilities needed)."""
         x = ctx.query_input.transpose(0, 1)  # (B, T, d)
         bsz, t, d = x.shape
         heads = ctx.num_heads
@@ -84,25 +87,28 @@ class Block(AttentionModifier):
         if ctx.key_padding_mask is not None:
             real = ~ctx.key_padding_mask
         blocks = self.block_index(ctx, ctx.key_positions)  # (B, T)
-        blocks = blocks.masked_fill(~real, t)  # padding goes to a spare block, dropped below
+        # NB: the most blocks of any sentence (about sqrt(I/2) each with r = ceil(sqrt(2I))),
+        # so summaries, their projections and the inter-block logits are O(T·NB), not O(T²)
+        nb = max(1, int(blocks.masked_fill(~real, -1).max()) + 1)
+        blocks = blocks.masked_fill(~real, nb)  # padding goes to a spare block, dropped below
         # multi-dimensional source2token within each block: softmax over the block's tokens,
         # stabilised by each block's own maximum (scatter amax), O(T·d) memory
         scores = self.s2t_score(F.elu(self.s2t_hidden(x))).float()  # (B, T, d)
         index = blocks[:, :, None].expand(bsz, t, d)
-        top = scores.new_full((bsz, t + 1, d), MASK_VALUE)
+        top = scores.new_full((bsz, nb + 1, d), MASK_VALUE)
         top = top.scatter_reduce(1, index, scores, reduce="amax", include_self=True)
         e = torch.exp(scores - top.gather(1, index))
-        num = x.new_zeros(bsz, t + 1, d, dtype=torch.float32).scatter_add(1, index, e * x.float())
-        den = e.new_zeros(bsz, t + 1, d).scatter_add(1, index, e)
-        summary = (num / den.clamp(min=1e-30))[:, :t].type_as(x)  # (B, NB=T, d)
-        has_block = den[:, :t, 0] > 0  # (B, NB)
+        num = x.new_zeros(bsz, nb + 1, d, dtype=torch.float32).scatter_add(1, index, e * x.float())
+        den = e.new_zeros(bsz, nb + 1, d).scatter_add(1, index, e)
+        summary = (num / den.clamp(min=1e-30))[:, :nb].type_as(x)  # (B, NB, d)
+        has_block = den[:, :nb, 0] > 0  # (B, NB): a shorter sentence has fewer blocks
         dh = d // heads
-        keys = self.block_key(summary).view(bsz, t, heads, dh).transpose(1, 2)
-        values = self.block_value(summary).view(bsz, t, heads, dh).transpose(1, 2)
+        keys = self.block_key(summary).view(bsz, nb, heads, dh).transpose(1, 2)
+        values = self.block_value(summary).view(bsz, nb, heads, dh).transpose(1, 2)
         logits = torch.matmul(ctx.q, keys.transpose(-1, -2)).float()  # q is pre-scaled
         logits = logits.masked_fill(~has_block[:, None, None, :], MASK_VALUE)
         inter = torch.matmul(torch.softmax(logits, dim=-1).type_as(values), values)
-        intra = torch.matmul(probs.type_as(ctx.v), ctx.v)  # (B, H, Tq, dh)
+        intra = out  # (B, H, Tq, dh): step 1, intra-block attention
         merged = lambda y: y.transpose(1, 2).reshape(bsz, -1, d)  # noqa: E731
         gate = torch.sigmoid(self.gate(torch.cat([merged(intra), merged(inter)], dim=-1)))
         gate = gate.view(bsz, -1, heads, dh).transpose(1, 2)

@@ -152,10 +152,18 @@ def dense_attention(
     """The reference path. Returns ``(out (B,H,Tq,d), probs float32, logits float32)``;
     ``probs`` is after ``post`` and before dropout; ``out`` uses the dropped-out probs."""
     probs, logits = dense_probabilities(problem, post)
+    return dropped_product(problem, probs, dropout)[0], probs, logits
+
+
+def dropped_product(
+    problem: AttentionProblem, probs: Tensor, dropout: Callable[[Tensor], Tensor] | None = None
+) -> tuple[Tensor, Tensor]:
+    """``(dropout(p) @ v, dropout(p))``: one dropout mask, returned for terms that must use
+    the same dropped probabilities (value terms)."""
     used = probs.type_as(problem.v)
     if dropout is not None:
         used = dropout(used)
-    return grouped_matmul(used, problem.v, problem.key_group), probs, logits
+    return grouped_matmul(used, problem.v, problem.key_group), used
 
 
 Kernel = Callable[[AttentionProblem], Tensor | None]

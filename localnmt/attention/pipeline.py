@@ -35,7 +35,12 @@ from localnmt.attention.context import (
     key_positions_from_padding,
 )
 from localnmt.attention.deferred import stored, stored_shape
-from localnmt.attention.kernels import AttentionProblem, dense_probabilities, fast_attention
+from localnmt.attention.kernels import (
+    AttentionProblem,
+    dense_probabilities,
+    dropped_product,
+    fast_attention,
+)
 from localnmt.attention.modifier import SOURCE_SUFFIX, AttentionModifier, apply_head_selection
 from localnmt.attention.record import AttentionRecord
 from localnmt.attention.shared_source import GROUP_KEY, grouped_matmul, regroup, source_group
@@ -242,8 +247,7 @@ class LocalAttention(MultiheadAttention):
         probs, logits = dense_probabilities(problem, post)
         # one dropout mask for p @ V and every value term: Shaw et al.'s eq. 3 is
         # Σ_j α_ij (v_j + a^V_ij) with one α, and BLOCK's gate mixes this very p @ V
-        used = self.dropout_module(probs.type_as(problem.v))
-        out = grouped_matmul(used, problem.v, problem.key_group)
+        out, used = dropped_product(problem, probs, self.dropout_module)
         for modifier in value_mods:
             term = modifier.value_term(ctx, used)
             if term is not None:

@@ -87,7 +87,7 @@ class Block(AttentionModifier):
         if ctx.key_padding_mask is not None:
             real = ~ctx.key_padding_mask
         blocks = self.block_index(ctx, ctx.key_positions)  # (B, T)
-        # NB: the most blocks of any sentence (about sqrt(I/2) each with r = ceil(sqrt(2I))),
+        # nb: the most blocks of any sentence (about sqrt(I/2) each with r = ceil(sqrt(2I))),
         # so summaries, their projections and the inter-block logits are O(T·NB), not O(T²)
         nb = max(1, int(blocks.masked_fill(~real, -1).max()) + 1)
         blocks = blocks.masked_fill(~real, nb)  # padding goes to a spare block, dropped below

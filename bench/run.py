@@ -42,7 +42,7 @@ from bench.models import (
     size_key,
     size_overrides,
 )
-from bench.report import write_all
+from bench.outputs import write_all
 from bench.synthetic import batch_size_for, make_batch, make_dictionary
 from bench.training import Trainer, compare_training
 

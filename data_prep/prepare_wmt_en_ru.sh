@@ -8,7 +8,7 @@
 #       [--bpe subword_nmt|sentencepiece] [--bpe-merges N] [--workers N] [--allow-missing-manual]
 # Training batch of Pande et al.: 25K tokens per update, by gradient accumulation:
 #   fairseq-train ... --max-tokens 4096 --update-freq \
-#     $(python -m localnmt.runs.batching --world-size 1 --max-tokens 4096 --target-tokens 25000)
+#     $(python -m localnmt.batching --world-size 1 --max-tokens 4096 --target-tokens 25000)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"

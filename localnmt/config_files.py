@@ -11,7 +11,7 @@ Every mapping of a file is checked against a :class:`Key` schema: an unknown key
 required key or a value of the wrong type is one :class:`ConfigError` naming the file and the
 key (``configs/yang2018.yaml: rows[3] (Table 1 / Fixed): unknown key 'argz' ...``).
 
-This module imports only the standard library and PyYAML.
+This module imports only the standard library, PyYAML and :mod:`localnmt.errors`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from localnmt.errors import ConfigError
+
+__all__ = ["ConfigError", "Key", "check", "config_dir", "read_yaml"]
 
 ENV_VAR = "LOCALNMT_CONFIGS"
 
@@ -40,10 +44,6 @@ _Loader.add_implicit_resolver(
     list("-+0123456789"),
 )
 _LOADER = _Loader
-
-
-class ConfigError(ValueError):
-    """A config file that does not match its schema; the message names file and key."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 from torch import Tensor
 
 from localnmt.attention.record import AttentionRecord
+from localnmt.errors import entry_point
 
 Link = tuple[int, int]  # (source word, target word), 0-based
 
@@ -128,6 +129,7 @@ def plot(attention: Tensor, path: Path) -> None:
     plt.close(fig)
 
 
+@entry_point("alignment")
 def main(argv: list[str] | None = None) -> int:
     from localnmt.analysis.gmm_record import force_decode, load_model, load_pairs, write_markdown
 

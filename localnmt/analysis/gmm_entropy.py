@@ -26,6 +26,7 @@ from localnmt.analysis.gmm_record import (
 )
 from localnmt.attention.methods.gmm import GaussianMixtureRecord
 from localnmt.attention.record import AttentionRecord
+from localnmt.errors import entry_point
 from localnmt.evaluation.breakdown import bucket_bounds
 
 
@@ -125,6 +126,7 @@ def plot(table: EntropyTable, path: Path) -> None:
     plt.close(fig)
 
 
+@entry_point("gmm_entropy")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m localnmt.analysis.gmm_entropy", description=__doc__

@@ -23,6 +23,7 @@ from localnmt.analysis.gmm_record import (
     write_markdown,
 )
 from localnmt.attention.methods.gmm import GaussianMixtureRecord
+from localnmt.errors import entry_point
 
 BINS = 10
 
@@ -81,6 +82,7 @@ def plot(values: dict[int, Tensor], path: Path) -> None:
     plt.close(fig)
 
 
+@entry_point("gmm_gate")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m localnmt.analysis.gmm_gate", description=__doc__

@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 from localnmt.analysis.gmm_record import write_markdown
+from localnmt.errors import entry_point
 from localnmt.evaluation.breakdown import (
     bleu_by_length,
     ngram_precision_gaps,
@@ -28,6 +29,7 @@ def _lines(path: str) -> list[str]:
     return Path(path).read_text(encoding="utf-8").splitlines()
 
 
+@entry_point("gmm_ngram")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m localnmt.analysis.gmm_ngram", description=__doc__

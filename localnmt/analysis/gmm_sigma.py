@@ -25,6 +25,7 @@ from torch import nn
 
 from localnmt.analysis.gmm_record import SentenceRecord, add_common_args, write_markdown
 from localnmt.attention.methods.gmm import GaussianMixtureRecord
+from localnmt.errors import entry_point
 
 #: Relative tolerance of "σ at the floor" (the floor is a clamp: floored σ equal it exactly).
 TOLERANCE = 1e-6
@@ -142,6 +143,7 @@ def load_fresh_model(
     return task.build_model(cfg.model).eval(), task
 
 
+@entry_point("gmm_sigma")
 def main(argv: list[str] | None = None) -> int:
     from localnmt.analysis.gmm_record import force_decode, load_model, load_pairs
 

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from localnmt.analysis.conllu import RelationSets, piece_spans, read_bpe, read_conllu, relation_sets
+from localnmt.errors import DataError, entry_point
 
 THRESHOLDS = (1, 2, 3, 4, 5)
 
@@ -189,6 +190,7 @@ def write_outputs(local: Tensor, syn: Tensor, out: Path, threshold: float = 3.0)
     plt.close(fig)
 
 
+@entry_point("locality_bias")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localnmt.analysis.locality_bias")
     parser.add_argument("--path", required=True, help="checkpoint of a translation model")
@@ -208,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         local, syn, coverage = locality_bias(model, task, args.conllu, args.bpe, args.max_sentences)
     except ValueError as err:  # an empty CoNLL-U file, a BPE file of another length
-        parser.error(str(err))
+        raise DataError(str(err)) from None
     write_outputs(local, syn, Path(args.out), args.threshold)
     print(coverage.describe(args.conllu))
     print((Path(args.out) / "locality_bias.tsv").read_text(), end="")

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from localnmt.errors import entry_point
+
 SITE_TITLES = {
     "encoder_self": "encoder self-attention",
     "decoder_self": "decoder self-attention",
@@ -225,6 +227,7 @@ def run(
     return data
 
 
+@entry_point("localness_windows")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m localnmt.analysis.localness_windows", description=__doc__

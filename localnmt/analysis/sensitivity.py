@@ -60,6 +60,7 @@ from localnmt.analysis.locality_bias import Coverage, Treebank, load_model
 from localnmt.attention import LocalAttention
 from localnmt.attention.methods.head_masks import LocalHeads, LocalHeadsRenorm
 from localnmt.attention.methods.tied_qk import TiedQK
+from localnmt.errors import DataError, UsageError, entry_point
 
 logger = logging.getLogger(__name__)
 
@@ -426,6 +427,7 @@ def write_outputs(results: list[list[dict[str, float]]], out: Path) -> str:
     return "\n".join(summary) + "\n"
 
 
+@entry_point("sensitivity")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localnmt.analysis.sensitivity")
     parser.add_argument("--path", required=True, help="checkpoint of a translation model")
@@ -454,14 +456,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="analysis", help="output folder")
     args = parser.parse_args(argv)
     if args.max_sentences < 0 or args.memory_mb < 1:
-        parser.error("--max-sentences must be >= 0 and --memory-mb >= 1")
+        raise UsageError("--max-sentences must be >= 0 and --memory-mb >= 1")
     model, task = load_model(args.path, args.data)
     try:
         results, coverage = sensitivity(
             model, task, args.conllu, args.bpe, args.max_sentences, args.method, args.memory_mb
         )
     except ValueError as err:
-        parser.error(str(err))
+        raise DataError(str(err)) from None
     print(f"sensitivity: {coverage.describe(args.conllu)}")
     print(write_outputs(results, Path(args.out)), end="")
     return 0

@@ -10,8 +10,10 @@ scoring). A table with several columns (language pairs) has one row per column a
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 from localnmt.catalog.tasks import DEFAULT_TASK, TASKS
 from localnmt.config_files import ConfigError
@@ -73,10 +75,21 @@ class CatalogRow:
             object.__setattr__(self, "name", name)
 
     def to_json(self) -> dict:
+        """The row as ``python -m localnmt.catalog --json`` prints it (without ``params``)."""
         out = asdict(self)
         out["args"] = list(self.args)
         out["train_args"] = list(self.train_args)
         return out
+
+    @classmethod
+    def from_json(cls, item: dict) -> CatalogRow:
+        """A row of ``python -m localnmt.catalog --json`` (its ``params`` count is dropped:
+        :func:`localnmt.catalog.params.count_parameters` counts when asked)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in item.items() if k in known}
+        for key in ("args", "train_args"):
+            values[key] = tuple(values.get(key) or ())
+        return cls(**values)
 
 
 def slug(text: str) -> str:
@@ -118,6 +131,18 @@ def all_rows() -> list[CatalogRow]:
             "another row label or a name:)"
         )
     return rows
+
+
+def load_rows(catalog_json: Path | str | None = None) -> list[CatalogRow]:
+    """Every row of the catalog, or the rows of a JSON file in ``--json``'s format (a
+    custom or trimmed catalog)."""
+    if catalog_json is None:
+        return all_rows()
+    try:
+        items = json.loads(Path(catalog_json).read_text(encoding="utf-8"))
+        return [CatalogRow.from_json(item) for item in items]
+    except (OSError, ValueError, TypeError) as err:
+        raise ConfigError(f"{catalog_json}: not a catalog in --json's format ({err})") from None
 
 
 def get_row(name: str) -> CatalogRow:

@@ -1,5 +1,5 @@
 """``python -m localnmt.catalog [--json|--markdown] [--paper P] [--table T] [--task K]
-[--no-params] [--update-readme README]``: the catalog rows, with their task (language pair or
+[--no-params] [--update-readme FILE]``: the catalog rows, with their task (language pair or
 benchmark, see ``localnmt.catalog.tasks``) and parameter counts."""
 
 from __future__ import annotations
@@ -11,11 +11,15 @@ import sys
 from pathlib import Path
 
 from localnmt.catalog import PAPERS, CatalogRow, all_rows
+from localnmt.catalog.tables import table_id
 from localnmt.catalog.tasks import TASKS
-from localnmt.config_files import ConfigError
+from localnmt.errors import UsageError, entry_point
 
 
+@entry_point("catalog")
 def main(argv: list[str] | None = None) -> int:
+    """Print the catalog (or write it into a file's generated block); exit 2 with one line for
+    an unknown selection or a broken config file."""
     parser = argparse.ArgumentParser(prog="python -m localnmt.catalog", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     parser.add_argument("--paper", choices=PAPERS, help="only rows of this paper (e.g. yang2018)")
@@ -24,17 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-params", action="store_true", help="skip parameter counts")
     parser.add_argument("--markdown", action="store_true", help="a markdown table (README)")
     parser.add_argument(
-        "--update-readme", metavar="README", help="rewrite the catalog table of this README"
+        "--update-readme",
+        metavar="FILE",
+        help="rewrite the generated catalog table of FILE (docs/catalog.md), between its "
+        "catalog markers",
     )
     args = parser.parse_args(argv)
 
     try:
         rows = select(all_rows(), args.paper, args.table, args.task)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     except LookupError as err:
-        parser.error(str(err))  # exit 2
+        raise UsageError(str(err)) from None
     counts: dict[str, int | None] = {}
     if not args.no_params:
         from localnmt.catalog.params import count_parameters
@@ -69,8 +73,6 @@ def select(
     """The rows of ``paper``, ``table`` (as ``reproduce`` reads it: ``"Table 4"``,
     ``table4``, ``4``) and ``task`` (None: any); a selection with no row is a LookupError
     naming the valid choices."""
-    from localnmt.runs.rows import table_id
-
     chosen = rows
     for key, value in (("paper", paper), ("task", task), ("table", table)):
         if value is None:

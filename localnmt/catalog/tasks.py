@@ -26,8 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The recipes' batch: 8 GPUs x 4096 tokens (localnmt.runs.batching).
-DEFAULT_TOKENS_PER_UPDATE = 8 * 4096
 SCORINGS = ("bleu", "nist_multi_ref", "glue_accuracy")
 
 

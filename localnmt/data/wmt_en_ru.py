@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import sys
 
+from localnmt.batching import update_freq
 from localnmt.data.download import Source
 from localnmt.data.pipeline import LengthClean, ProcessConfig
 from localnmt.data.wmt_cli import main as wmt_main
 from localnmt.data.wmt_extract import Corpus, Text
-from localnmt.runs.batching import update_freq
 
 #: Tokens per update of Pande et al.'s En-Ru runs (Section 5.1).
 PANDE_TOKENS_PER_UPDATE = 25_000

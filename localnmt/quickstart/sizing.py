@@ -1,87 +1,87 @@
 """How big the quickstart's models are, per device, and which systems it compares.
 
-The quickstart trains every system for an equal share of a wall-clock budget, so the sizes are
-chosen for the device: on a 2-core CPU a small model that makes many updates in its share (the
-sweep behind the choice, and what the default run reached, are in ``docs/quickstart.md``); on a
-GPU a base-width model with fp16 and more systems. The numbers are data, in
-``configs/quickstart.yaml``, read on first use (a broken file is one error, exit 2). Presets
-that name layers 1–3 (Localness, CSAN) need at least three encoder layers.
+A sizing names a training recipe of ``configs/recipes.yaml`` and the fields it changes
+(``overrides``), plus what only the quickstart needs: the corpus's BPE merges, the default
+budget and the systems. The CPU sizing is the ``cpu`` recipe as it is (a small model that
+makes many updates on a 2-core CPU: the sweep behind it is in ``docs/quickstart.md``); the
+GPU sizing is the ``base`` recipe with a shorter warm-up, fp16 and more systems; ``tiny`` is
+for smoke tests. The quickstart picks ``cuda`` when torch sees a GPU, else ``cpu``. The
+numbers are data, in ``configs/quickstart.yaml``, read on first use (a broken file is one
+error, exit 2). Presets that name layers 1–3 (Localness, CSAN) need at least three encoder
+layers.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from localnmt import config_files
-from localnmt.config_files import ConfigError, Key
+from localnmt.config_files import Key
+from localnmt.errors import ConfigError
+from localnmt.runs.recipes import RECIPE_KEYS, Recipe, effective_recipe, translation_recipes
+
+#: the sizings there are, and the device each is for
+DEVICES = {"cpu": "cpu", "cuda": "cuda", "tiny": "cpu"}
+BASELINE = "vaswani2017/table-3/transformer-base/base"
 
 
 @dataclass(frozen=True)
 class Sizing:
-    """Model, vocabulary, batch and schedule of one device class."""
+    """A recipe with some fields changed, and the quickstart's own settings for a device."""
 
-    device: str
-    embed_dim: int
-    ffn_dim: int
-    heads: int
-    layers: int
+    name: str  # cpu, cuda or tiny
+    recipe: str
+    overrides: tuple[tuple[str, Any], ...]
     bpe_merges: int
-    max_tokens: int
-    lr: float
-    warmup: int
-    dropout: float
     budget_minutes: float
     systems: tuple[str, ...]
-    precision: tuple[str, ...] = field(default_factory=tuple)
+    precision: str | None = None
 
-    def fairseq_args(self) -> list[str]:
-        """fairseq-train overrides, given after the ``cpu`` recipe's arguments."""
-        # configs/recipes.yaml is read here, inside the quickstart's error handler, not at import
-        from localnmt.runs.recipes import dim_overrides
+    @property
+    def device(self) -> str:
+        """``cpu`` or ``cuda``."""
+        return DEVICES[self.name]
 
-        return [
-            *dim_overrides(self.embed_dim, self.ffn_dim, self.heads, self.layers),
-            "--max-tokens", str(self.max_tokens),
-            "--lr", str(self.lr),
-            "--warmup-updates", str(self.warmup),
-            "--dropout", str(self.dropout),
-            *self.precision,
-        ]  # fmt: skip
+    def effective(self) -> Recipe:
+        """The recipe with this sizing's overrides."""
+        return effective_recipe(self.recipe, self.overrides)
 
     def describe(self) -> str:
         """One line for logs and the report."""
+        r = self.effective()
+        if r.dims is None:
+            model = "the architecture's own dimensions"
+        else:
+            embed, ffn, heads, layers = r.dims
+            model = (f"{embed}-dim {layers}+{layers}-layer Transformer ({heads} heads, "
+                     f"FFN {ffn})")  # fmt: skip
         return (
-            f"{self.embed_dim}-dim {self.layers}+{self.layers}-layer Transformer "
-            f"({self.heads} heads, FFN {self.ffn_dim}), {self.bpe_merges} BPE merges, "
-            f"{self.max_tokens}-token batches, lr {self.lr:g}, {self.warmup} warm-up updates, "
-            f"dropout {self.dropout:g}{', ' + ' '.join(self.precision) if self.precision else ''}"
+            f"{model}, {self.bpe_merges} BPE merges, {r.max_tokens}-token batches, lr {r.lr:g}, "
+            f"{r.warmup} warm-up updates, dropout {r.dropout:g}"
+            f"{', ' + self.precision if self.precision else ''} (recipe {self.recipe}"
+            f"{' with ' + ', '.join(k for k, _ in self.overrides) if self.overrides else ''})"
         )
 
 
-BASELINE = "vaswani2017/table-3/transformer-base/base"
-
 SIZING_KEYS = {
-    "embed_dim": Key(int, required=True),
-    "ffn_dim": Key(int, required=True),
-    "heads": Key(int, required=True),
-    "layers": Key(int, required=True),
+    "recipe": Key(str, required=True),
+    "overrides": Key(dict),
+    "precision": Key(str, choices=("fp16", "bf16")),
     "bpe_merges": Key(int, required=True),
-    "max_tokens": Key(int, required=True),
-    "lr": Key(float, required=True),
-    "warmup": Key(int, required=True),
-    "dropout": Key(float, required=True),
     "budget_minutes": Key(float, required=True),
     "systems": Key(list, required=True, items=str),
-    "precision": Key(list, items=str),
 }
-DEVICES = {"cpu": "cpu", "cuda": "cuda", "tiny": "cpu"}
+#: what a sizing's ``overrides`` may set: any recipe field, typed as in configs/recipes.yaml
+OVERRIDE_KEYS = {k: Key(v.types, items=v.items) for k, v in RECIPE_KEYS.items()}
 
 
 def load_sizings(path: Path | str | None = None) -> dict[str, Sizing]:
     """The sizings of ``configs/quickstart.yaml`` (or ``path``), checked: an unknown, missing
-    or mistyped key is one :class:`~localnmt.config_files.ConfigError` naming file and key."""
+    or mistyped key (of the sizing or of its overrides), or an unknown recipe, is one
+    :class:`~localnmt.errors.ConfigError` naming file and key."""
     path = Path(path) if path is not None else config_files.config_dir() / "quickstart.yaml"
     data = config_files.check(config_files.read_yaml(path),
                               {"sizings": Key(dict, required=True)}, str(path))  # fmt: skip
@@ -91,13 +91,24 @@ def load_sizings(path: Path | str | None = None) -> dict[str, Sizing]:
         if name not in DEVICES:
             raise ConfigError(f"{where}: unknown sizing (valid: {', '.join(DEVICES)})")
         item = config_files.check(raw, SIZING_KEYS, where)
-        if item["layers"] < 3:
-            raise ConfigError(f"{where}: key 'layers' must be at least 3 (presets name layers 1-3)")
+        overrides = config_files.check(item.get("overrides") or {}, OVERRIDE_KEYS,
+                                       f"{where}.overrides")  # fmt: skip
+        known = translation_recipes()
+        if item["recipe"] not in known:
+            raise ConfigError(f"{where}: key 'recipe': unknown recipe {item['recipe']!r} "
+                              f"(configs/recipes.yaml has {', '.join(known)})")  # fmt: skip
         if not item["systems"]:
             raise ConfigError(f"{where}: key 'systems' must name at least the baseline")
-        item["systems"] = tuple(item["systems"])
-        item["precision"] = tuple(item.get("precision") or ())
-        sizings[name] = Sizing(device=DEVICES[name], **item)
+        sizing = Sizing(
+            name=name, recipe=item["recipe"], overrides=tuple(overrides.items()),
+            bpe_merges=item["bpe_merges"], budget_minutes=item["budget_minutes"],
+            systems=tuple(item["systems"]), precision=item.get("precision"),
+        )  # fmt: skip
+        dims = sizing.effective().dims
+        if dims is not None and dims[3] < 3:
+            raise ConfigError(f"{where}: the model needs at least 3 layers (presets name "
+                              f"layers 1-3), got {dims[3]}")  # fmt: skip
+        sizings[name] = sizing
     missing = [n for n in ("cpu", "cuda") if n not in sizings]
     if missing:
         raise ConfigError(f"{path}: sizings.{missing[0]} is missing")

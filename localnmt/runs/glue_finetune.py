@@ -11,7 +11,7 @@ or localnmt_roberta_base (default). Paper: Devlin et al.'s recipe, a warm-up the
 decay, LAMB (fairseq's lamb needs apex; without apex Adam, said on stderr). Every number (lr,
 batch size, warm-up, epochs, weight decay, dropout, optimizer betas; the grid the paper
 searches) is the ``glue_finetune`` recipe of configs/recipes.yaml
-(:data:`localnmt.runs.recipes.GLUE_FINETUNE`); the options override some of them. The
+(:func:`localnmt.runs.recipes.glue_finetune_recipe`); the options override some of them. The
 polynomial schedule runs epochs x (train rows / (batch x gpus) + 1) updates.
 """
 
@@ -22,6 +22,7 @@ import json
 import sys
 from pathlib import Path
 
+from localnmt.errors import UsageError, entry_point
 from localnmt.runs.bert_commands import (
     add_run_options,
     device_args,
@@ -30,8 +31,9 @@ from localnmt.runs.bert_commands import (
     run_commands,
     user_dir_args,
 )
-from localnmt.runs.errors import UsageError, cli
-from localnmt.runs.train import ENTRY, split_extra
+from localnmt.runs.launch import ENTRY
+from localnmt.runs.options import split_extra
+from localnmt.runs.recipes import glue_finetune_recipe, lr_text
 
 
 def glue_info(data: Path) -> dict:
@@ -53,8 +55,7 @@ def train_rows(data: Path) -> int:
 
 def command(args: argparse.Namespace) -> list[str]:
     """The fairseq-train command of one fine-tuning run."""
-    from localnmt.runs.recipes import GLUE_FINETUNE as recipe
-
+    recipe = glue_finetune_recipe()
     total = (train_rows(args.data) // (args.batch_size * args.gpus) + 1) * args.max_epoch
     cmd = [sys.executable, *ENTRY, str(args.data), *user_dir_args(args)]
     cmd += [
@@ -79,9 +80,7 @@ def command(args: argparse.Namespace) -> list[str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Options; fairseq-train arguments after ``--`` land in ``extra``."""
-    from localnmt.runs.recipes import GLUE_FINETUNE as recipe
-    from localnmt.runs.recipes import lr_text
-
+    recipe = glue_finetune_recipe()
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     p = argparse.ArgumentParser(prog="glue_finetune", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -101,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parse_with_extra(p, own, extra)
 
 
-@cli("glue_finetune")
+@entry_point("glue_finetune")
 def main(argv: list[str] | None = None) -> int:
     """Run (or print) the fine-tuning command."""
     args = parse_args(argv)

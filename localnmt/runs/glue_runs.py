@@ -23,15 +23,25 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localnmt.catalog import CatalogRow
 from localnmt.catalog.tasks import GLUE_TASKS
-from localnmt.runs.recipes import GLUE_FINETUNE, ROBERTA_PRETRAIN, lr_text
+from localnmt.runs.recipes import glue_finetune_recipe, lr_text, roberta_pretrain_recipe
 
 PRETRAIN = [sys.executable, "-m", "localnmt.runs.roberta_pretrain"]
 FINETUNE = [sys.executable, "-m", "localnmt.runs.glue_finetune"]
-#: (batch size, learning rate) choices of the paper (Section 5.1), as command-line text.
-GRID = tuple((bsz, lr_text(lr)) for bsz, lr in GLUE_FINETUNE.grid)
-#: The setting run without the grid.
-DEFAULT_SETTING = (GLUE_FINETUNE.batch_size, lr_text(GLUE_FINETUNE.lr))
+
+
+def grid_settings() -> tuple[tuple[int, str], ...]:
+    """(batch size, learning rate) choices of the paper (Section 5.1), as command-line text."""
+    return tuple((bsz, lr_text(lr)) for bsz, lr in glue_finetune_recipe().grid)
+
+
+def default_setting() -> tuple[int, str]:
+    """The setting run without the grid."""
+    recipe = glue_finetune_recipe()
+    return recipe.batch_size, lr_text(recipe.lr)
+
+
 #: --tiny: 12 layers kept (the tying specs name layers 1-11 / 1-10), narrow and short.
 TINY_MODEL = ["--encoder-embed-dim", "48", "--encoder-ffn-embed-dim", "64", "--num-workers", "0"]
 TINY_PRETRAIN = ["--phase1-updates", "3", "--phase2-updates", "1", "--batch-per-gpu", "8"]
@@ -58,7 +68,7 @@ class Step:
 class GluePlan:
     """All steps of one catalog row."""
 
-    row: dict
+    row: CatalogRow
     steps: list[Step] = field(default_factory=list)
 
 
@@ -72,7 +82,7 @@ def missing_data(data: Path, tasks: tuple[str, ...] = GLUE_TASKS) -> list[str]:
 
 
 def plan_row(
-    row: dict,
+    row: CatalogRow,
     data: Path,
     run_dir: Path,
     *,
@@ -84,7 +94,7 @@ def plan_row(
     extra: list[str] | None = None,
 ) -> GluePlan:
     """The pre-training and fine-tuning commands of one row (nothing runs)."""
-    arch = row["arch"]
+    arch = row.arch
     common = ["--arch", arch]
     if gpus is not None:
         common += ["--gpus", str(gpus)]
@@ -92,7 +102,7 @@ def plan_row(
         common.append("--cpu")
     if tiny:
         common += ["--optimizer", "adam"]  # no apex probing needed for a smoke test
-    model_args = [*row.get("args", []), *(TINY_MODEL if tiny else []), *(extra or [])]
+    model_args = [*row.args, *(TINY_MODEL if tiny else []), *(extra or [])]
     pre_dir = run_dir / "pretrain"
     pretrain = [*PRETRAIN, "--data", str(data / "pretrain"), "--save-dir",
                 str(pre_dir), *common, *(TINY_PRETRAIN if tiny else [])]  # fmt: skip
@@ -102,10 +112,11 @@ def plan_row(
     if pre_extra:
         pretrain += ["--", *pre_extra]
     plan = GluePlan(row)
-    restore = pre_dir / f"seq{ROBERTA_PRETRAIN.phase2_tokens_per_sample}" / "checkpoint_last.pt"
+    long_samples = roberta_pretrain_recipe().phase2_tokens_per_sample
+    restore = pre_dir / f"seq{long_samples}" / "checkpoint_last.pt"
     plan.steps.append(Step("pretrain", pretrain, pre_dir / "train.log", restore, pre_dir))
     for task in tasks:
-        for bsz, lr in GRID if grid else (DEFAULT_SETTING,):
+        for bsz, lr in grid_settings() if grid else (default_setting(),):
             out = run_dir / task / (f"bsz{bsz}_lr{lr}" if grid else "")
             cmd = [*FINETUNE, "--data", str(data / task), "--save-dir",
                    str(out / "checkpoints"), "--restore-file", str(restore), *common]  # fmt: skip
@@ -130,12 +141,14 @@ def setting_text(grid: bool) -> str:
     """The fine-tuning settings in words (``batch 32, lr 1e-4``; with the grid
     ``grid batch {32, 128} x lr {1e-4, 2e-4}`` when it is every pair of its values)."""
     if not grid:
-        return f"batch {DEFAULT_SETTING[0]}, lr {DEFAULT_SETTING[1]}"
-    sizes = list(dict.fromkeys(bsz for bsz, _ in GRID))
-    rates = list(dict.fromkeys(lr for _, lr in GRID))
-    if sorted(GRID) == sorted((bsz, lr) for bsz in sizes for lr in rates):
+        bsz, lr = default_setting()
+        return f"batch {bsz}, lr {lr}"
+    settings = grid_settings()
+    sizes = list(dict.fromkeys(bsz for bsz, _ in settings))
+    rates = list(dict.fromkeys(lr for _, lr in settings))
+    if sorted(settings) == sorted((bsz, lr) for bsz in sizes for lr in rates):
         return f"grid batch {{{', '.join(map(str, sizes))}}} x lr {{{', '.join(rates)}}}"
-    return "grid (batch, lr) in " + ", ".join(f"({bsz}, {lr})" for bsz, lr in GRID)
+    return "grid (batch, lr) in " + ", ".join(f"({bsz}, {lr})" for bsz, lr in settings)
 
 
 def dev_accuracy(log_text: str) -> dict[str, float]:
@@ -161,7 +174,7 @@ def row_scores(plan: GluePlan) -> dict:
             continue
         acc = dev_accuracy(step.log.read_text()) if step.log.exists() else {}
         entry = out.setdefault(step.task, {"accuracy": None, "settings": []})
-        bsz, lr = step.setting or DEFAULT_SETTING
+        bsz, lr = step.setting or default_setting()
         entry["settings"].append({"batch_size": bsz, "lr": lr, **acc})
         if acc.get("valid") is not None and (
             entry["accuracy"] is None or acc["valid"] > entry["accuracy"]

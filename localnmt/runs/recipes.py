@@ -1,30 +1,35 @@
 """Training hyper-parameters of the papers as fairseq-train arguments.
 
-The numbers are data, in ``configs/recipes.yaml`` (read and checked on import; its comments
-say where each comes from): the translation recipes ``base``, ``big`` (Vaswani et al. 2017,
-the papers' setting), ``cpu`` (the quickstart) and ``tiny`` (smoke tests) as :data:`RECIPES`,
-and the BERT recipes of Pande et al. (2021) Table 4 as :data:`GLUE_FINETUNE` and
-:data:`ROBERTA_PRETRAIN`. Embeddings are shared (joined dictionary; ``separate_vocab``:
-separate source/target dictionaries, e.g. WMT17 Zh-En, share only the decoder's input and
-output embeddings). ``tokens_per_update`` sets another batch than 8 x 4096 tokens (Pande et
-al.'s En-Ru: 25K).
+The numbers are data, in ``configs/recipes.yaml`` (read and checked when first asked for,
+so a broken file is one error of the command that needs it; its comments say where each
+number comes from): the translation recipes ``base``, ``big`` (Vaswani et al. 2017, the
+papers' setting), ``cpu`` (the quickstart on a CPU) and ``tiny`` (smoke tests), from
+:func:`translation_recipes` / :func:`get_recipe`, and the BERT recipes of Pande et al. (2021)
+Table 4 from :func:`glue_finetune_recipe` and :func:`roberta_pretrain_recipe`. Embeddings
+are shared (joined dictionary; ``separate_vocab``: separate source/target dictionaries, e.g.
+WMT17 Zh-En, share only the decoder's input and output embeddings). ``tokens_per_update``
+sets another batch than 8 x 4096 tokens (Pande et al.'s En-Ru: 25K).
 
 ``tiny`` and ``cpu`` shrink the model through CLI overrides of the arch's dimensions, so any
-``--arch`` (plain fairseq or a localnmt preset) can be smoke-tested on a laptop.
+``--arch`` (plain fairseq or a localnmt preset) can be smoke-tested on a laptop. A run may
+replace some fields of its recipe (:func:`effective_recipe`: the quickstart's sizings name a
+recipe and the fields they change).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass, fields, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from localnmt import config_files
-from localnmt.runs.batching import PAPER_TOKENS_PER_UPDATE, update_freq
+from localnmt.batching import PAPER_TOKENS_PER_UPDATE, update_freq
+from localnmt.errors import ConfigError, UsageError
 
 Key = config_files.Key
-ConfigError = config_files.ConfigError
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,51 @@ def _setting(item: Any, where: str) -> tuple[int, float]:
     return int(item[0]), float(item[1])
 
 
-RECIPES, GLUE_FINETUNE, ROBERTA_PRETRAIN = load_recipes()
+@functools.cache
+def _installed() -> tuple[dict[str, Recipe], FinetuneRecipe, PretrainRecipe]:
+    return load_recipes()
+
+
+def translation_recipes() -> dict[str, Recipe]:
+    """The translation recipes of the installed configs/recipes.yaml, read once."""
+    return _installed()[0]
+
+
+def glue_finetune_recipe() -> FinetuneRecipe:
+    """Pande et al. Table 4's fine-tuning recipe (configs/recipes.yaml ``glue_finetune``)."""
+    return _installed()[1]
+
+
+def roberta_pretrain_recipe() -> PretrainRecipe:
+    """Pande et al. 5.1's pre-training recipe (configs/recipes.yaml ``roberta_pretrain``)."""
+    return _installed()[2]
+
+
+def get_recipe(name: str) -> Recipe:
+    """The translation recipe ``name``; an unknown name is a :class:`UsageError` naming the
+    recipes there are."""
+    recipes = translation_recipes()
+    if name not in recipes:
+        raise UsageError(f"unknown recipe (--size) {name!r}; choose from {', '.join(recipes)}")
+    return recipes[name]
+
+
+#: recipe fields a run may replace, and the types their values must have
+OVERRIDABLE = {f.name: f.type for f in fields(Recipe)}
+
+
+def effective_recipe(name: str, overrides: Iterable[tuple[str, object]] = ()) -> Recipe:
+    """Recipe ``name`` with some fields replaced (``overrides``: (field, value) pairs)."""
+    changes = dict(overrides)
+    unknown = sorted(set(changes) - set(OVERRIDABLE))
+    if unknown:
+        raise ConfigError(f"unknown recipe field(s) {', '.join(unknown)} "
+                          f"(valid: {', '.join(OVERRIDABLE)})")  # fmt: skip
+    if "dims" in changes and changes["dims"] is not None:
+        changes["dims"] = tuple(changes["dims"])  # type: ignore[arg-type]
+    if "extra" in changes:
+        changes["extra"] = tuple(changes["extra"])  # type: ignore[arg-type]
+    return replace(get_recipe(name), **changes)
 
 
 def lr_text(lr: float) -> str:
@@ -193,7 +242,7 @@ def dim_overrides(embed: int, ffn: int, heads: int, layers: int) -> list[str]:
 
 
 def train_args(
-    size: str,
+    recipe: str | Recipe,
     world_size: int = 1,
     max_tokens: int | None = None,
     max_update: int | None = None,
@@ -201,8 +250,10 @@ def train_args(
     tokens_per_update: int | None = None,
     separate_vocab: bool = False,
 ) -> list[str]:
-    """fairseq-train arguments (without data, arch, save dir) for one recipe."""
-    recipe = RECIPES[size]
+    """fairseq-train arguments (without data, arch, save dir) for one recipe (a name of
+    configs/recipes.yaml or a :class:`Recipe`)."""
+    if isinstance(recipe, str):
+        recipe = get_recipe(recipe)
     tokens = max_tokens or recipe.max_tokens
     target = tokens_per_update or PAPER_TOKENS_PER_UPDATE
     freq = update_freq(world_size, tokens, target) if recipe.scale_batch else 1
@@ -256,7 +307,7 @@ def train_args(
         args += ["--keep-last-epochs", str(recipe.keep_last)]
     if recipe.dims is not None:
         embed, ffn, heads, n_layers = recipe.dims
-        args += dim_overrides(embed, ffn, heads, layers or n_layers)
-    elif layers:
+        args += dim_overrides(embed, ffn, heads, n_layers if layers is None else layers)
+    elif layers is not None:
         args += ["--encoder-layers", str(layers), "--decoder-layers", str(layers)]
     return args + list(recipe.extra)

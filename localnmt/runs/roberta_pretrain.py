@@ -11,7 +11,7 @@ the first phase's last checkpoint; a batch of many sequences per update by gradi
 polynomial decay after the warm-up. BIN: data_prep/prepare_pretrain_text.sh OUT TEXT... writes
 it to OUT/bin. Every number (lr, batch, updates and tokens per sample of each phase, warm-up,
 weight decay, dropout, optimizer betas) is the ``roberta_pretrain`` recipe of
-configs/recipes.yaml (:data:`localnmt.runs.recipes.ROBERTA_PRETRAIN`; its comments say which
+configs/recipes.yaml (:func:`localnmt.runs.recipes.roberta_pretrain_recipe`; its comments say which
 the paper gives and which are chosen here); the options override some of them.
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import TYPE_CHECKING
 
+from localnmt.errors import entry_point
 from localnmt.runs.bert_commands import (
     add_run_options,
     device_args,
@@ -30,11 +30,9 @@ from localnmt.runs.bert_commands import (
     run_commands,
     user_dir_args,
 )
-from localnmt.runs.errors import cli
-from localnmt.runs.train import ENTRY, split_extra
-
-if TYPE_CHECKING:  # the recipes are read when a command is built (a config error: exit 2)
-    from localnmt.runs.recipes import PretrainRecipe
+from localnmt.runs.launch import ENTRY
+from localnmt.runs.options import split_extra
+from localnmt.runs.recipes import PretrainRecipe, lr_text, roberta_pretrain_recipe
 
 
 def warmup_updates(updates: int, max_warmup: int) -> int:
@@ -72,8 +70,7 @@ def phase_command(
 
 def commands(args: argparse.Namespace) -> list[list[str]]:
     """The two phases: short samples, then long ones from the first phase's last checkpoint."""
-    from localnmt.runs.recipes import ROBERTA_PRETRAIN as recipe
-
+    recipe = roberta_pretrain_recipe()
     short, long = recipe.phase1_tokens_per_sample, recipe.phase2_tokens_per_sample
     first, second = f"{args.save_dir}/seq{short}", f"{args.save_dir}/seq{long}"
     return [
@@ -86,9 +83,7 @@ def commands(args: argparse.Namespace) -> list[list[str]]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Options; fairseq-train arguments after ``--`` land in ``extra``."""
-    from localnmt.runs.recipes import ROBERTA_PRETRAIN as recipe
-    from localnmt.runs.recipes import lr_text
-
+    recipe = roberta_pretrain_recipe()
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     p = argparse.ArgumentParser(prog="roberta_pretrain", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -126,7 +121,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parse_with_extra(p, own, extra)
 
 
-@cli("roberta_pretrain")
+@entry_point("roberta_pretrain")
 def main(argv: list[str] | None = None) -> int:
     """Run (or print) both phases; stops at the first that fails."""
     args = parse_args(argv)

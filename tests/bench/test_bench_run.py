@@ -12,7 +12,7 @@ import pytest
 from bench import attention_layer as attn
 from bench import measure, run
 from bench.measure import cpu_peak_memory, interleaved, median_ratio
-from bench.report import memory_exponent
+from bench.outputs import memory_exponent
 from bench.synthetic import make_batch, make_dictionary
 from localnmt.attention.kernels import kernel_names
 

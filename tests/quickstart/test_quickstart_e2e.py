@@ -48,4 +48,5 @@ def test_quickstart_end_to_end(tmp_path: Path) -> None:
 
     again = _quickstart(tmp_path / "w", data)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert "[run ]" not in again.stdout and again.stdout.count("[skip] train.") == 2
+    assert "[run ]" not in again.stdout and again.stdout.count("[skip] train:") == 2
+    assert again.stdout.count("[skip] evaluate:") == 2

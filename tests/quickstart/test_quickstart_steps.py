@@ -7,11 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from localnmt.data.steps import StepRunner
+from localnmt.catalog import load_rows
+from localnmt.errors import UsageError
 from localnmt.quickstart import cli, training
 from localnmt.quickstart.report import SystemResult, write_json, write_markdown, write_plot
 from localnmt.quickstart.sizing import load_sizings, sizings
 from localnmt.runs import timed_validation, train_run
+from localnmt.runs.layout import RunLayout
+from localnmt.steps import StepRunner
 
 
 @pytest.fixture()
@@ -34,18 +37,13 @@ def fake_training(monkeypatch):
 
 
 def _train(tmp_path: Path, data: Path, minutes: float, args=("--lr", "1")) -> None:
-    runner = StepRunner(tmp_path / "w", log=lambda m: None)
-    training.train_system(
-        runner,
-        "sys",
-        tmp_path / "w" / "runs" / "sys",
-        data,
-        "localnmt_base",
-        list(args),
-        minutes,
-        minutes / 8,
-        log=lambda m: None,
-    )
+    """The training step of a quickstart system (no translation)."""
+    layout = RunLayout.for_system(tmp_path / "w", "sys")
+    row = SimpleNamespace(name="sys", arch="localnmt_base", args=tuple(args))
+    spec = training.system_spec(row, sizings()["cpu"], data, layout, cpu=True, max_update=100)
+    spec = training.budgeted(spec, layout, minutes, minutes / 8)
+    train_run.train_run(spec, layout, StepRunner(layout.root, log=lambda m: None),
+                        log=lambda m: None)  # fmt: skip
 
 
 def _data(tmp_path: Path) -> Path:
@@ -66,7 +64,7 @@ def test_rerun_reuses_unchanged_and_retrains_changed(tmp_path: Path, fake_traini
     (data / "dict.en.txt").write_text("a 1\nb 1\n")
     _train(tmp_path, data, 3.0, args=("--lr", "2"))  # and other data
     assert len(fake_training) == 4
-    kept = list((tmp_path / "w" / "runs" / "sys" / "stale").iterdir())
+    kept = list(RunLayout.for_system(tmp_path / "w", "sys").stale(None).parent.iterdir())
     assert len(kept) == 3  # the earlier runs are kept aside, not deleted
     assert all((k / "curve.jsonl").exists() for k in kept)  # each with its own curve
 
@@ -98,7 +96,7 @@ def test_interrupted_run_resumes_with_same_settings(tmp_path: Path, monkeypatch)
 
     monkeypatch.setattr(train_run, "run_logged", finish)
     _train(tmp_path, data, 2.0)
-    assert not (tmp_path / "w" / "runs" / "sys" / "stale").exists()
+    assert not RunLayout.for_system(tmp_path / "w", "sys").stale(None).parent.exists()
 
 
 def test_ctrl_c_exits_130_without_traceback(monkeypatch, capsys, tmp_path: Path) -> None:
@@ -135,24 +133,19 @@ def test_data_without_raw_references_is_refused(tmp_path: Path, tiny_data) -> No
     assert cli.check_data(data) is None
 
 
-def test_unknown_system_and_too_few_layers_exit_2(capsys) -> None:
-    args = cli.parse_args([])
-    catalog = [{"name": "base", "row": "B", "arch": "localnmt_base", "args": []},
-               {"name": "deep", "row": "D", "arch": "localnmt_base",
-                "args": ["--encoder-attn-modifiers", "localness[layers=1-6]"]}]  # fmt: skip
-    with pytest.raises(SystemExit) as exc:
-        cli.pick_systems(["base", "nope"], catalog, args.parser, sizings()["cpu"])
-    assert exc.value.code == 2 and "unknown system(s) nope" in capsys.readouterr().err
-    assert cli.pick_systems(["base"], catalog, args.parser, sizings()["cpu"])[0]["name"] == "base"
-    with pytest.raises(SystemExit):
-        cli.pick_systems(["base", "deep"], catalog, args.parser, sizings()["tiny"])
-    assert "does not fit" in capsys.readouterr().err
+def test_unknown_system_and_too_few_layers_stop_with_one_message() -> None:
+    deep = ("--encoder-attn-modifiers", "localness[layers=1-6]")
+    catalog = [SimpleNamespace(name="base", row="B", arch="localnmt_base", args=()),
+               SimpleNamespace(name="deep", row="D", arch="localnmt_base", args=deep)]  # fmt: skip
+    with pytest.raises(UsageError, match=r"unknown system\(s\) nope"):
+        cli.pick_systems(["base", "nope"], catalog, sizings()["cpu"])
+    assert cli.pick_systems(["base"], catalog, sizings()["cpu"])[0].name == "base"
+    with pytest.raises(UsageError, match="deep does not fit the tiny sizing"):
+        cli.pick_systems(["base", "deep"], catalog, sizings()["tiny"])
 
 
 def test_default_systems_fit_their_sizing() -> None:
-    from localnmt.runs.rows import load_catalog
-
-    by_name = {row["name"]: row for row in load_catalog(None)}
+    by_name = {row.name: row for row in load_rows()}
     for sizing in sizings().values():
         for name in sizing.systems:
             assert cli.fits(by_name[name], sizing) is None, name
@@ -232,11 +225,17 @@ def test_sizing_file_errors_name_file_and_key(tmp_path: Path) -> None:
 
     text = (config_dir() / "quickstart.yaml").read_text()
     cases = [
-        (text.replace("lr: 2.0e-3", "lr: fast", 1), "sizings.cpu: key 'lr' must be a number"),
-        (text.replace("heads: 4", "haeds: 4", 1), "sizings.cpu: unknown key 'haeds'"),
-        (text.replace("layers: 3", "layers: 2", 1), "key 'layers' must be at least 3"),
+        (text.replace("recipe: cpu", "recipe: cpux", 1),
+         "sizings.cpu: key 'recipe': unknown recipe 'cpux'"),
+        (text.replace("warmup: 20", "warmup: soon", 1),
+         "sizings.tiny.overrides: key 'warmup' must be an integer"),
+        (text.replace("warmup: 20", "warmpu: 20", 1), "sizings.tiny.overrides: unknown key"),
+        (text.replace("bpe_merges: 4000", "bpe_merge: 4000", 1),
+         "sizings.cpu: unknown key 'bpe_merge'"),
+        (text.replace("dims: [32, 64, 4, 3]", "dims: [32, 64, 4, 2]", 1),
+         "sizings.tiny: the model needs at least 3 layers"),
         (text.replace("  cuda:", "  gpu:", 1), "sizings.gpu: unknown sizing"),
-    ]
+    ]  # fmt: skip
     for i, (broken, message) in enumerate(cases):
         path = tmp_path / f"q{i}.yaml"
         path.write_text(broken)
@@ -263,7 +262,7 @@ def test_broken_sizing_file_is_one_message_exit_2(monkeypatch, capsys) -> None:
         sizing.sizings.cache_clear()
     assert exc.value.code == 2
     assert capsys.readouterr().err.strip() == (
-        "quickstart: configs/quickstart.yaml: sizings.cpu: key 'lr' must be a number"
+        "quickstart: error: configs/quickstart.yaml: sizings.cpu: key 'lr' must be a number"
     )
 
 
@@ -289,27 +288,22 @@ def test_broken_recipes_file_is_one_message_exit_2_before_any_work(tmp_path) -> 
                           env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 2
     errors = [line for line in done.stderr.splitlines() if line.startswith("quickstart:")]
-    assert errors == [f"quickstart: {recipes}: recipes.base: key 'lr' must be a number, "
+    assert errors == [f"quickstart: error: {recipes}: recipes.base: key 'lr' must be a number, "
                       "got str 'fast'"]  # fmt: skip
     assert "Traceback" not in done.stderr and not workdir.exists()
 
 
-def test_translate_step_key_names_the_post_processing(tmp_path) -> None:
-    """The translation step's key holds the data-bin's resolved subword scheme and
+def test_evaluation_key_names_the_post_processing(tmp_path) -> None:
+    """The evaluation step's key holds the data-bin's resolved subword scheme and
     detokeniser, so a data-bin that records other ones is scored again, not reused."""
     from localnmt.data.metadata import FILENAME
-    from localnmt.quickstart.results import translate_system
+    from localnmt.runs.experiment import TestSet, evaluation_params
+    from localnmt.runs.spec import DecodeSpec, TrainSpec
 
-    seen = []
-
-    class Runner:
-        def run(self, name, fn, *, deps, params, outputs):
-            seen.append(params["post_processing"])
+    spec = TrainSpec(data=str(tmp_path), save_dir=str(tmp_path / "ck"))
 
     def key() -> list:
-        translate_system(Runner(), {"name": "x"}, tmp_path / "run", tmp_path, tmp_path / "r",
-                         tmp_path / "s", "train.x", None, print)  # fmt: skip
-        return seen[-1]
+        return evaluation_params(spec, DecodeSpec(), TestSet(), 0)["post_processing"]
 
     assert key() == ["subword_nmt", "moses"]
     (tmp_path / FILENAME).write_text(json.dumps({

@@ -82,18 +82,19 @@ def test_interrupted_save_leaves_no_average(tmp_path: Path, monkeypatch) -> None
 
 
 def test_reproduce_averages_again_after_more_training(tmp_path: Path) -> None:
-    """reproduce's pick_checkpoint writes the average of the current last N every time; an
-    earlier checkpoint_avgN.pt is replaced, never read back."""
-    from localnmt.runs.recipes import RECIPES
-    from localnmt.runs.reproduce.run import pick_checkpoint
+    """The evaluation's pick_checkpoint writes the average of the current last N every time;
+    an earlier checkpoint_avgN.pt is replaced, never read back."""
+    from localnmt.runs.experiment import pick_checkpoint
+    from localnmt.runs.layout import RunLayout
 
-    name = "checkpoint_1_{}.pt" if RECIPES["base"].save_interval_updates > 0 else "checkpoint{}.pt"
+    layout = RunLayout(tmp_path, tmp_path, tmp_path / "train.log")
+    name = "checkpoint_1_{}.pt"
     for i in (1, 2):
         _save(tmp_path / name.format(i), float(i), i)
-    first = pick_checkpoint(tmp_path, "base", 2, log=lambda m: None)
+    first = pick_checkpoint(layout, 2, by_update=True, log=lambda m: None)
     assert first.name == "checkpoint_avg2.pt"
     assert torch.equal(torch.load(first, weights_only=False)["model"]["w"], torch.full((2, 2), 1.5))
     _save(tmp_path / name.format(3), 3.0, 3)  # training went on
-    again = pick_checkpoint(tmp_path, "base", 2, log=lambda m: None)
+    again = pick_checkpoint(layout, 2, by_update=True, log=lambda m: None)
     assert again == first
     assert torch.equal(torch.load(again, weights_only=False)["model"]["w"], torch.full((2, 2), 2.5))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from localnmt.runs.batching import update_freq
-from localnmt.runs.recipes import RECIPES, train_args
+from localnmt.batching import update_freq
+from localnmt.runs.recipes import get_recipe, train_args
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_base_and_big_recipes_follow_vaswani() -> None:
         assert _value(args, "--label-smoothing") == "0.1"
     assert _value(base, "--update-freq") == "8" and _value(big, "--update-freq") == "1"
     assert _value(train_args("base", 2, max_tokens=2048), "--update-freq") == "8"
-    assert RECIPES["base"].average_last == 5 and RECIPES["big"].average_last == 20
+    assert get_recipe("base").average_last == 5 and get_recipe("big").average_last == 20
 
 
 def test_tiny_recipe_shrinks_dims_and_layers() -> None:

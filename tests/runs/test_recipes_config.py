@@ -15,11 +15,11 @@ import pytest
 from localnmt.config_files import ConfigError, config_dir
 from localnmt.runs import glue_finetune, glue_runs, roberta_pretrain
 from localnmt.runs.recipes import (
-    GLUE_FINETUNE,
-    RECIPES,
-    ROBERTA_PRETRAIN,
+    get_recipe,
+    glue_finetune_recipe,
     load_recipes,
     lr_text,
+    roberta_pretrain_recipe,
     train_args,
 )
 
@@ -37,7 +37,7 @@ def test_recipes_hold_the_former_literals():
         "tiny": (1e-3, 0.1, 50, 200, 1024, 2, 0, 3, False, (64, 128, 4, 6), 10),
     }
     for name, values in expected.items():
-        r = RECIPES[name]
+        r = get_recipe(name)
         got = (r.lr, r.dropout, r.warmup, r.max_update, r.max_tokens, r.average_last,
                r.save_interval_updates, r.keep_last, r.scale_batch, r.dims,
                r.log_interval)  # fmt: skip
@@ -48,10 +48,11 @@ def test_recipes_hold_the_former_literals():
     args = train_args("base", world_size=2)
     assert _value(args, "--adam-eps") == "1e-09" and _value(args, "--warmup-init-lr") == "1e-07"
     assert _value(args, "--lr") == "0.0007" and _value(args, "--update-freq") == "4"
-    assert GLUE_FINETUNE.grid == ((32, 1e-4), (32, 2e-4), (128, 1e-4), (128, 2e-4))
-    assert (GLUE_FINETUNE.lr, GLUE_FINETUNE.batch_size, GLUE_FINETUNE.warmup) == (1e-4, 32, 10_000)
-    assert ROBERTA_PRETRAIN.sequences_per_update == 2048
-    assert (ROBERTA_PRETRAIN.phase1_updates, ROBERTA_PRETRAIN.phase2_updates) == (300_000, 1000)
+    finetune, pretrain = glue_finetune_recipe(), roberta_pretrain_recipe()
+    assert finetune.grid == ((32, 1e-4), (32, 2e-4), (128, 1e-4), (128, 2e-4))
+    assert (finetune.lr, finetune.batch_size, finetune.warmup) == (1e-4, 32, 10_000)
+    assert pretrain.sequences_per_update == 2048
+    assert (pretrain.phase1_updates, pretrain.phase2_updates) == (300_000, 1000)
 
 
 def _broken(tmp_path: Path, old: str, new: str) -> Path:
@@ -98,16 +99,16 @@ def test_lr_text_is_short_and_exact():
 
 def test_command_defaults_are_the_recipes():
     ft = glue_finetune.parse_args(["--data", "d", "--save-dir", "s", "--optimizer", "adam"])
+    recipe = glue_finetune_recipe()
     assert (ft.lr, ft.batch_size, ft.warmup, ft.max_epoch) == (
-        lr_text(GLUE_FINETUNE.lr), GLUE_FINETUNE.batch_size, GLUE_FINETUNE.warmup,
-        GLUE_FINETUNE.max_epoch)  # fmt: skip
+        lr_text(recipe.lr), recipe.batch_size, recipe.warmup, recipe.max_epoch)  # fmt: skip
     pre = roberta_pretrain.parse_args(["--data", "d", "--save-dir", "s", "--optimizer", "lamb"])
-    r = ROBERTA_PRETRAIN
+    r = roberta_pretrain_recipe()
     assert (pre.lr, pre.batch_per_gpu, pre.phase1_updates, pre.phase2_updates,
             pre.sequences_per_update) == (lr_text(r.lr), r.batch_per_gpu, r.phase1_updates,
                                           r.phase2_updates, r.sequences_per_update)  # fmt: skip
-    assert glue_runs.DEFAULT_SETTING == (GLUE_FINETUNE.batch_size, lr_text(GLUE_FINETUNE.lr))
-    assert glue_runs.GRID == tuple((b, lr_text(lr)) for b, lr in GLUE_FINETUNE.grid)
+    assert glue_runs.default_setting() == (recipe.batch_size, lr_text(recipe.lr))
+    assert glue_runs.grid_settings() == tuple((b, lr_text(lr)) for b, lr in recipe.grid)
     assert glue_runs.setting_text(True) == "grid batch {32, 128} x lr {1e-4, 2e-4}"
     assert glue_runs.setting_text(False) == "batch 32, lr 1e-4"
 
@@ -118,22 +119,23 @@ def test_warmup_of_a_pretraining_phase():
     assert roberta_pretrain.warmup_updates(10_000, 10_000) == 10_000
 
 
-#: Runs in a fresh process (the recipes are read on import): the commands of every consumer.
+#: Runs in a fresh process (the recipes are read once): the commands of every consumer.
 _COMMANDS = """
 import json, sys
 from pathlib import Path
-from localnmt.runs import glue_finetune, glue_runs, roberta_pretrain, train
+from types import SimpleNamespace
+from localnmt.runs import glue_finetune, glue_runs, launch, roberta_pretrain, train
 data = Path(sys.argv[1])
 ft = glue_finetune.parse_args(["--data", str(data / "SST-2"), "--save-dir", "ft", "--optimizer",
                                "lamb", "--user-dir", "none"])
 pre = roberta_pretrain.parse_args(["--data", "bin", "--save-dir", "pre", "--optimizer", "adam",
                                    "--user-dir", "none"])
 spec, _ = train.parse_args(["--data", "bin", "--save-dir", "s", "--size", "base", "--cpu"])
-row = {"arch": "localnmt_roberta_base", "name": "r"}
+row = SimpleNamespace(arch="localnmt_roberta_base", name="r", args=())
 print(json.dumps({
     "finetune": glue_finetune.command(ft),
     "pretrain": roberta_pretrain.commands(pre),
-    "train": train.launch_command(spec),
+    "train": launch.launch_command(spec),
     "default": [s.cmd for s in glue_runs.plan_row(row, data, Path("run"), tasks=("SST-2",)).steps],
     "grid": [s.cmd for s in glue_runs.plan_row(row, data, Path("run"), tasks=("SST-2",),
                                                grid=True).steps],
@@ -209,5 +211,5 @@ def test_a_broken_recipe_file_stops_a_command_with_one_line(tmp_path):
     )  # fmt: skip
     assert out.returncode == 2
     recipes = tmp_path / "configs" / "recipes.yaml"
-    assert f"roberta_pretrain: {recipes}: unknown key 'roberta'" in out.stderr
+    assert f"roberta_pretrain: error: {recipes}: unknown key 'roberta'" in out.stderr
     assert "Traceback" not in out.stderr

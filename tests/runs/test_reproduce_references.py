@@ -31,7 +31,8 @@ def test_unknown_paper_or_table_lists_choices(capsys) -> None:
     with pytest.raises(SystemExit) as err:
         _main("nosuch2020", "Table 1", "--dry-run")
     assert err.value.code == 2
-    assert "reproduce: unknown paper 'nosuch2020'; papers: vaswani2017" in capsys.readouterr().err
+    err_text = capsys.readouterr().err
+    assert "reproduce: error: unknown paper 'nosuch2020'; papers: vaswani2017" in err_text
     with pytest.raises(SystemExit) as err:
         _main("vaswani2017", "Table 9", "--dry-run")
     assert err.value.code == 2
@@ -62,7 +63,8 @@ def test_missing_raw_reference_stops_before_training(two_test_sets, tmp_path, ca
         _main(*argv)
     assert err.value.code == 2
     missing = two_test_sets.parent / "raw" / "test1.de"
-    assert f"reproduce: no raw references {missing} for subset test1" in capsys.readouterr().err
+    err_text = capsys.readouterr().err
+    assert f"reproduce: error: no raw references {missing} for subset test1" in err_text
     assert not work.exists()
     args = reproduce.parse_args([*argv, "--score-against-targets"])
     refs = references(two_test_sets, "test1", args)  # the explicit choice: logged and noted

@@ -14,6 +14,7 @@ import pytest
 import sacrebleu
 
 from localnmt.catalog import all_rows
+from localnmt.errors import UsageError
 from localnmt.runs import reproduce
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +52,7 @@ def test_first_task_by_default_and_others_named(catalog, tmp_path, capsys):
     both = _run(capsys, "yang2018", "Table 4", *common, "--task", "all")
     assert len(_commands(both)) == 14 and "has rows of" not in both
     assert f"# task: wmt17_zh_en (WMT17 Zh→En); data: {tmp_path}/wmt17_zh_en/data-bin" in both
-    with pytest.raises(SystemExit, match="has no rows of task 'glue'; its tasks: wmt14_en_de"):
+    with pytest.raises(UsageError, match="has no rows of task 'glue'; its tasks: wmt14_en_de"):
         _run(capsys, "yang2018", "Table 4", *common, "--task", "glue")
 
 
@@ -64,8 +65,9 @@ def test_tiny_fallback_of_one_task_leaves_the_next_its_own_data(catalog, tmp_pat
     (zh / "dict.zh.txt").write_text("a 1\n")
     argv = ["yang2018", "Table 4", "--catalog-json", str(catalog), "--data-root", str(tmp_path)]
     args = reproduce.parse_args([*argv, "--task", "all", "--tiny"])
-    first = plan_task("wmt14_en_de", [{"name": "a"}], args, check=False)
-    second = plan_task("wmt17_zh_en", [{"name": "b"}], args, check=False)
+    rows = {r.task: r for r in all_rows() if r.paper == "yang2018" and r.table == "Table 4"}
+    first = plan_task("wmt14_en_de", [rows["wmt14_en_de"]], args, check=False)
+    second = plan_task("wmt17_zh_en", [rows["wmt17_zh_en"]], args, check=False)
     assert first.data is None and first.pair == "en-de"
     assert second.data == zh
 
@@ -74,7 +76,7 @@ def test_missing_data_stops_before_training(catalog, tmp_path, capsys):
     work = tmp_path / "work"
     common = ["--catalog-json", str(catalog), "--data-root", str(tmp_path / "data"),
               "--workdir", str(work), "--results-dir", str(tmp_path / "res")]  # fmt: skip
-    with pytest.raises(SystemExit) as err:
+    with pytest.raises(UsageError) as err:
         _run(capsys, "zhang2021", "Table 2", "--task", "nist_zh_en", *common)
     message = str(err.value)
     assert message.startswith(f"no data for NIST Zh→En (nist_zh_en): {tmp_path}/data/nist_zh_en")
@@ -84,14 +86,14 @@ def test_missing_data_stops_before_training(catalog, tmp_path, capsys):
     de = tmp_path / "data" / "wmt14_en_de" / "data-bin"
     de.mkdir(parents=True)
     (de / "dict.en.txt").write_text("a 1\n")
-    with pytest.raises(SystemExit, match="(?s)no data for WMT17 Zh→En .*prepare_wmt17_zh_en.sh"):
+    with pytest.raises(UsageError, match="(?s)no data for WMT17 Zh→En .*prepare_wmt17_zh_en.sh"):
         _run(capsys, "yang2019", "Table 2", "--task", "all", *common)
-    with pytest.raises(SystemExit, match="(?s)no data for GLUE .*prepare_glue.sh"):
+    with pytest.raises(UsageError, match="(?s)no data for GLUE .*prepare_glue.sh"):
         _run(capsys, "pande2021", "Table 4", "--tiny", *common)  # no embedded GLUE corpus
     # NIST data without its references
     nist = tmp_path / "nist-bin"
     nist.mkdir()
-    with pytest.raises(SystemExit, match="(?s)no references .*subsets.json"):
+    with pytest.raises(UsageError, match="(?s)no references .*subsets.json"):
         _run(capsys, "zhang2021", "Table 2", "--task", "nist_zh_en", "--data", str(nist), *common)
     assert not work.exists() and not (tmp_path / "res").exists()
     # the default data directory is found
@@ -157,7 +159,7 @@ def test_dry_run_glue(catalog, tmp_path, capsys):
     from localnmt.runs.glue_runs import plan_row
     from localnmt.runs.reproduce.run import glue_step_key
 
-    row = {"arch": "pande2021_bert_band2_untied", "name": "r"}
+    row = next(r for r in all_rows() if r.arch == "pande2021_bert_band2_untied")
     steps = plan_row(row, tmp_path, tmp_path / "r", grid=True).steps
     keys = [glue_step_key(s, tmp_path / "r") for s in steps]
     assert len(set(keys)) == len(keys) == 17 and keys[:2] == ["pretrain", "QQP_bsz32_lr1e-4"]
@@ -232,8 +234,10 @@ def test_nist_multi_reference_end_to_end(tmp_path):
     stem = "pande2021_table2_nist_zh_en"
     page = (tmp_path / "res" / f"{stem}.md").read_text()
     table = [line for line in page.splitlines() if line.startswith("| ")]
-    assert table[0] == ("| Model | #Params | Speed (steps/s) | Words/s | MT03 | MT04 | MT05 | "
-                        "MT06 | MT08 | BLEU (avg) | tok. BLEU | Δ | p |")  # fmt: skip
+    assert table[0] == (
+        "| Model | #Params | #Params (paper size) | Speed (steps/s) | Words/s "
+        "| MT03 | MT04 | MT05 | MT06 | MT08 | BLEU (avg) | tok. BLEU | Δ | p |"
+    )
     assert "4-reference" in page and "no test for the 4-reference average" in page
     results = json.loads((tmp_path / "res" / f"{stem}.json").read_text())
     assert results["task"] == "nist_zh_en"
@@ -288,7 +292,7 @@ def test_glue_tiny_end_to_end(tmp_path):
 
 def test_data_options_of_one_task(catalog, tmp_path, capsys):
     common = ["--catalog-json", str(catalog), "--data-root", str(tmp_path), "--dry-run"]
-    with pytest.raises(SystemExit, match="--data name.* the data of one task; with --task all"):
+    with pytest.raises(UsageError, match="--data name.* the data of one task; with --task all"):
         _run(capsys, "yang2019", "Table 2", "--task", "all", "--data", "BIN", *common)
     out = _run(capsys, "yang2019", "Table 2", "--task", "wat17_ja_en", "--pair", "en-zh", *common)
     assert "data: <gettext en-zh corpus>" in out
@@ -300,8 +304,7 @@ def test_paper_training_flags_at_paper_sizes_only(catalog, tmp_path, capsys):
     so fairseq takes it; tiny runs keep the tiny recipe."""
     from localnmt.catalog.pande2021 import TRAIN_ARGS
 
-    rows = json.loads(catalog.read_text())
-    row = next(r for r in rows if r["arch"] == "pande2021_2lochead_all6")
+    row = next(r for r in all_rows() if r.arch == "pande2021_2lochead_all6")
     args = reproduce.parse_args(["pande2021", "Table 1", "--cpu"])
     paper = reproduce.row_spec(row, "BIN", tmp_path, "base", args).to_argv()
     assert paper[-len(TRAIN_ARGS) :] == list(TRAIN_ARGS)

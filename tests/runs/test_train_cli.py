@@ -81,7 +81,7 @@ def test_user_dir_auto_and_explicit(capsys) -> None:
 
 def test_spec_round_trips_through_argv() -> None:
     spec = train.TrainSpec(data="B", save_dir="C", arch="a", size="tiny", max_update=3, gpus=2,
-                           precision="--fp16", user_dir="none", extra=["--seed", "2"])  # fmt: skip
+                           precision="fp16", user_dir="none", extra=["--seed", "2"])  # fmt: skip
     again, _ = train.parse_args(spec.to_argv())
     assert again == spec
 
@@ -91,7 +91,9 @@ def test_errors_exit_2_before_fairseq(tmp_path, capsys) -> None:
         train.main(["--data", str(tmp_path / "nope"), "--save-dir", str(tmp_path / "ck"), "--cpu"])
     assert err.value.code == 2
     message = capsys.readouterr().err
-    assert message.startswith(f"localnmt-train: data directory {tmp_path}/nope does not exist")
+    assert message.startswith(
+        f"localnmt-train: error: data directory {tmp_path}/nope does not exist"
+    )
     assert "data_prep/" in message and not (tmp_path / "ck").exists()
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit) as err:
@@ -106,7 +108,7 @@ def test_train_sh_is_a_wrapper(tmp_path) -> None:
     res = subprocess.run(["bash", str(REPO / "scripts" / "train.sh"), "--data", str(tmp_path / "x"),
                           "--save-dir", str(tmp_path / "ck"), "--cpu"],
                          capture_output=True, text=True)  # fmt: skip
-    assert res.returncode == 2 and "localnmt-train: data directory" in res.stderr
+    assert res.returncode == 2 and "localnmt-train: error: data directory" in res.stderr
     assert "Traceback" not in res.stderr
 
 

@@ -1,10 +1,12 @@
 """Reading fairseq-generate output, fairseq-train logs, catalog rows and reports."""
 
+from types import SimpleNamespace
+
 import pytest
 
+from localnmt.catalog.tables import baseline_of, select_table, table_key
 from localnmt.runs.generate import ordered, parse_generate
-from localnmt.runs.report import RowResult, results_table
-from localnmt.runs.rows import pick_baseline, select_rows, table_key
+from localnmt.runs.reproduce.tables import RowResult, results_table
 from localnmt.runs.train_log import parse_train_log
 
 GEN = (
@@ -35,7 +37,7 @@ def test_parse_train_log() -> None:
     assert log.num_updates == 30 and log.valid == [(30, 8.5)] and log.finished
 
 
-ROWS = [
+_ROWS = [
     {
         "name": "b",
         "paper": "p",
@@ -74,15 +76,17 @@ ROWS = [
     },
     {"name": "x", "paper": "q", "table": "Table 4", "row": "x", "size": "base", "arch": "a"},
 ]
+#: catalog rows as the table functions read them (attributes of a CatalogRow)
+ROWS = [SimpleNamespace(**{"args": (), **row}) for row in _ROWS]
 
 
 def test_rows_and_baseline_per_size() -> None:
     assert table_key("Table 2") == table_key("table2") == table_key("2") == "2"
-    rows = select_rows(ROWS, "p", "Table 4")
-    assert [r["name"] for r in rows] == ["b", "l", "B", "L"]
-    assert pick_baseline(rows, rows[1])["name"] == "b"
-    assert pick_baseline(rows, rows[3])["name"] == "B"
-    assert pick_baseline(rows, rows[3], "b")["name"] == "b"
+    rows = select_table(ROWS, "p", "Table 4")
+    assert [r.name for r in rows] == ["b", "l", "B", "L"]
+    assert baseline_of(rows, rows[1]).name == "b"
+    assert baseline_of(rows, rows[3]).name == "B"
+    assert baseline_of(rows, rows[3], "b").name == "b"
 
 
 def test_results_table_layout() -> None:

@@ -1,5 +1,6 @@
-"""train_run: a training run is a fingerprinted step. Identical settings skip it, a changed
-setting retrains (the old checkpoints set aside, never resumed), an interrupted run resumes."""
+"""train_run: a training run is a fingerprinted step. Identical settings and data skip it, a
+changed setting or a changed byte of the data retrains (the old checkpoints set aside, never
+resumed), an interrupted run resumes."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from localnmt.runs.train import TrainSpec
-from localnmt.runs.train_run import data_fingerprint, run_params, train_run
+from localnmt.errors import UsageError
+from localnmt.runs.layout import RunLayout
+from localnmt.runs.spec import TrainSpec
+from localnmt.runs.train_run import claim_checkpoints, run_params, train_run
+from localnmt.steps import StepRunner
 from localnmt.testing import make_tiny_corpus, preprocess
 
 
@@ -28,6 +32,11 @@ def _params(data: Path, **changes) -> dict:
     return run_params(TrainSpec(**spec), 0)
 
 
+def _fingerprint(data: Path, tmp_path: Path, **changes) -> str:
+    """The fingerprint the training step of these settings has on ``data`` now."""
+    return StepRunner(tmp_path).step_fingerprint(_params(data, **changes), inputs=[data])
+
+
 def test_fingerprint_covers_settings_not_paths(data_bin, tmp_path) -> None:
     base = _params(data_bin)
     assert _params(data_bin, save_dir="/elsewhere", user_dir="/plugin") == base
@@ -35,35 +44,54 @@ def test_fingerprint_covers_settings_not_paths(data_bin, tmp_path) -> None:
     assert _params(data_bin, extra=[*curve, "/a/curve.jsonl"]) == _params(
         data_bin, extra=[*curve, "/b/curve.jsonl"]
     )
-    moved = tmp_path / "moved"
-    shutil.copytree(data_bin, moved)
-    assert _params(moved) == base  # same content, other place
     for change in (dict(arch="localnmt_base"), dict(max_update=4), dict(size="cpu"),
                    dict(extra=["--seed", "2"]), dict(layers=1), dict(separate_vocab=True),
                    dict(extra=["--seed", "1", "--stop-time-hours", "1"])):  # fmt: skip
         assert _params(data_bin, **change) != base, change
+    assert base["fairseq_args"][base["fairseq_args"].index("--max-update") + 1] == "3"
+
+
+def test_fingerprint_covers_the_data_bytes_not_its_place(data_bin, tmp_path) -> None:
+    base = _fingerprint(data_bin, tmp_path)
+    moved = tmp_path / "moved"
+    shutil.copytree(data_bin, moved)
+    assert _fingerprint(moved, tmp_path) == base  # same content, other place
     dictionary = next(moved.glob("dict.*.txt"))
     dictionary.write_text(dictionary.read_text() + "extra 1\n")
-    assert data_fingerprint(moved) != data_fingerprint(data_bin)
-    assert _params(moved) != base
-    assert base["fairseq_args"][base["fairseq_args"].index("--max-update") + 1] == "3"
+    assert _fingerprint(moved, tmp_path) != base
+    # two sentences swapped: every file keeps its size, the bytes differ
+    swapped = tmp_path / "swapped"
+    shutil.copytree(data_bin, swapped)
+    binary = next(swapped.glob("train.*.bin"))
+    data = bytearray(binary.read_bytes())
+    data[:4], data[4:8] = data[4:8], data[:4]
+    assert bytes(data) != binary.read_bytes()
+    binary.write_bytes(bytes(data))
+    assert _fingerprint(swapped, tmp_path) != base
+
+
+def _train(run_dir: Path, data_bin: Path, max_update: int, messages: list[str]):
+    layout = RunLayout.under(run_dir)
+    spec = TrainSpec(data=str(data_bin), save_dir=str(layout.checkpoints), arch="transformer",
+                     size="tiny", layers=1, cpu=True, user_dir="none", max_update=max_update,
+                     extra=("--seed", "1"))  # fmt: skip
+    return train_run(spec, layout, StepRunner(run_dir, log=messages.append), log=messages.append)
 
 
 def test_rerun_skips_changed_setting_retrains_interrupted_resumes(data_bin, tmp_path) -> None:
     run_dir = tmp_path / "run"
     messages: list[str] = []
-    options = dict(size="tiny", layers=1, cpu=True, user_dir="none", log=messages.append)
 
-    first = train_run(run_dir, data_bin, "transformer", ["--seed", "1"], max_update=3, **options)
+    first = _train(run_dir, data_bin, 3, messages)
     assert first.ran and first.checkpoint.is_file()
     assert "| INFO | fairseq_cli.train | done training" in first.log.read_text()
     mtime = first.checkpoint.stat().st_mtime_ns
 
-    same = train_run(run_dir, data_bin, "transformer", ["--seed", "1"], max_update=3, **options)
+    same = _train(run_dir, data_bin, 3, messages)
     assert not same.ran and same.fingerprint == first.fingerprint
     assert same.checkpoint.stat().st_mtime_ns == mtime and "[skip] train: already done" in messages
 
-    changed = train_run(run_dir, data_bin, "transformer", ["--seed", "1"], max_update=4, **options)
+    changed = _train(run_dir, data_bin, 4, messages)
     assert changed.ran and changed.fingerprint != first.fingerprint
     stale = run_dir / "stale" / first.fingerprint / "checkpoint_last.pt"
     assert stale.is_file()  # set aside, not resumed
@@ -74,35 +102,36 @@ def test_rerun_skips_changed_setting_retrains_interrupted_resumes(data_bin, tmp_
 
     (run_dir / ".done" / "train.json").unlink()  # as if interrupted after the last checkpoint
     messages.clear()
-    resumed = train_run(run_dir, data_bin, "transformer", ["--seed", "1"], max_update=4,
-                        **options)  # fmt: skip
+    resumed = _train(run_dir, data_bin, 4, messages)
     assert resumed.ran and any(m.startswith("  resuming from") for m in messages)
     assert "Loaded checkpoint" in resumed.log.read_text()
     assert [p.name for p in (run_dir / "stale").iterdir()] == [first.fingerprint]
 
 
 def test_missing_data_bin_is_one_message(tmp_path) -> None:
-    with pytest.raises(SystemExit) as err:
-        train_run(tmp_path / "run", tmp_path / "nope", "transformer", cpu=True)
-    assert err.value.code == 2 and "data directory" in str(err.value)
+    layout = RunLayout.under(tmp_path / "run")
+    spec = TrainSpec(data=str(tmp_path / "nope"), save_dir=str(layout.checkpoints),
+                     arch="transformer", cpu=True)  # fmt: skip
+    with pytest.raises(UsageError) as err:
+        train_run(spec, layout, StepRunner(layout.root))
+    assert "data directory" in str(err.value)
     assert not (tmp_path / "run").exists()
 
 
 def test_claim_checkpoints_moves_other_settings_and_keeps_an_interrupted_run(tmp_path) -> None:
-    from localnmt.runs.train_run import claim_checkpoints
-
-    run, ckpt, stamp = tmp_path / "run", tmp_path / "run" / "ck", tmp_path / "run" / "a.json"
+    run, ckpt = tmp_path / "run", tmp_path / "run" / "ck"
+    layout, stamp = RunLayout(run, ckpt, run / "train.log", name="a"), run / "a.started.json"
     ckpt.mkdir(parents=True)
     (ckpt / "checkpoint_last.pt").write_text("settings A")
     said: list[str] = []
-    assert claim_checkpoints(ckpt, run, stamp, "A", ["a"], said.append) is False  # unknown owner
+    assert claim_checkpoints(layout, "A", ["a"], said.append) is False  # unknown owner
     assert (run / "stale" / "unknown" / "checkpoint_last.pt").read_text() == "settings A"
     assert not ckpt.exists() or not any(ckpt.iterdir())
     ckpt.mkdir(exist_ok=True)
     (ckpt / "checkpoint_last.pt").write_text("interrupted A")
-    assert claim_checkpoints(ckpt, run, stamp, "A", ["a"], said.append) is True  # resumes
+    assert claim_checkpoints(layout, "A", ["a"], said.append) is True  # resumes
     assert (ckpt / "checkpoint_last.pt").read_text() == "interrupted A"
-    assert claim_checkpoints(ckpt, run, stamp, "B", ["b"], said.append) is False  # changed
+    assert claim_checkpoints(layout, "B", ["b"], said.append) is False  # changed
     assert (run / "stale" / "A" / "checkpoint_last.pt").read_text() == "interrupted A"
     assert json.loads(stamp.read_text())["fingerprint"] == "B"
     assert len(said) == 2 and all("settings changed" in m for m in said)

@@ -31,9 +31,11 @@ last checkpoints (recipe default), then ``evaluate`` on the row's split (``test`
 row (same size, vanilla Transformer) is evaluated first and used for Δ and the bootstrap
 test. NIST Zh→En decodes the five test subsets and reports the MT03–MT08 average of
 4-reference, lower-cased BLEU (``localnmt.runs.nist_eval``). Finished steps are reused when
-their settings are unchanged (``localnmt.data.steps`` fingerprints in
-``<workdir>/<table>[_<task>]/<row>/.done/``): training is keyed by the data, arch, recipe and
-every fairseq argument, evaluation by the trained run and the scoring options.
+their settings and inputs are unchanged (``localnmt.steps`` fingerprints in
+``<workdir>/<table>[_<task>]/<row>/.done/``): training is keyed by the data's contents, arch,
+recipe and every fairseq argument, evaluation by the trained run, the contents of the
+checkpoint, references and baseline hypotheses, and the decoding options
+(docs/orchestration.md).
 
 **GLUE rows** (Pande et al. Table 4) pre-train with ``localnmt.runs.roberta_pretrain`` and
 fine-tune per task with ``localnmt.runs.glue_finetune`` (``localnmt.runs.glue_runs``),
@@ -45,13 +47,12 @@ Modules: :mod:`.plan` (tasks, data, references), :mod:`.run` (train and evaluate
 
 from localnmt.runs.reproduce.cli import main, parse_args, reproduce
 from localnmt.runs.reproduce.plan import Plan, plan_task, separate_vocab
-from localnmt.runs.reproduce.run import pick_checkpoint, row_spec, run_row
+from localnmt.runs.reproduce.run import row_spec, run_row
 
 __all__ = [
     "Plan",
     "main",
     "parse_args",
-    "pick_checkpoint",
     "plan_task",
     "reproduce",
     "row_spec",

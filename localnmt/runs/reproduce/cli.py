@@ -7,20 +7,35 @@ import shlex
 import sys
 from pathlib import Path
 
+from localnmt.catalog import CatalogRow, load_rows
+from localnmt.catalog.tables import (
+    baseline_of,
+    baselines_first,
+    group_by_task,
+    select_table,
+    table_id,
+)
 from localnmt.catalog.tasks import GLUE_TASKS, TASKS
-from localnmt.runs.errors import UsageError, cli
+from localnmt.errors import UsageError, entry_point
+from localnmt.runs.options import add_options, split_extra
 from localnmt.runs.reproduce.plan import (
     Plan,
     check_references,
     choose_tasks,
     is_data_bin,
-    ordered,
     plan_task,
     row_size,
     separate_vocab,
 )
-from localnmt.runs.reproduce.run import glue_options, row_spec, run_glue, run_translation
-from localnmt.runs.rows import group_by_task, load_catalog, pick_baseline, select_rows, table_id
+from localnmt.runs.reproduce.run import (
+    DECODE_OPTIONS,
+    TRAIN_OPTIONS,
+    glue_options,
+    row_spec,
+    run_glue,
+    run_translation,
+)
+from localnmt.runs.spec import DecodeSpec, TrainSpec
 
 
 def _eval_line(plan: Plan) -> str:
@@ -48,33 +63,33 @@ def dry_run(plan: Plan, args: argparse.Namespace) -> None:
         from localnmt.runs.glue_runs import plan_row
 
         for row in plan.rows:
-            print(f"# {row['row']}")
-            glue = plan_row(row, plan.data or Path("<glue-data>"), workdir / row["name"],
+            print(f"# {row.row}")
+            glue = plan_row(row, plan.data or Path("<glue-data>"), workdir / row.name,
                             **glue_options(args))  # fmt: skip
             for step in glue.steps:
                 print(shlex.join(step.cmd))
         return
     separate = plan.data is not None and is_data_bin(plan.data) and separate_vocab(plan.data)
-    baselines = {r["name"]: pick_baseline(plan.rows, r, args.baseline) for r in plan.rows}
-    for row in ordered(plan.rows, baselines):
-        spec = row_spec(row, data, workdir / row["name"], row_size(row, args), args, plan.task,
+    baselines = {r.name: baseline_of(plan.rows, r, args.baseline) for r in plan.rows}
+    for row in baselines_first(plan.rows, baselines):
+        spec = row_spec(row, data, workdir / row.name, row_size(row, args), args, plan.task,
                         separate)  # fmt: skip
-        print(f"# {row['row']} (baseline: {baselines[row['name']]['row']})")
+        print(f"# {row.row} (baseline: {baselines[row.name].row})")
         print("localnmt-train", shlex.join(spec.to_argv()))
     print(_eval_line(plan))
 
 
-def select(args: argparse.Namespace) -> list[dict]:
+def select(args: argparse.Namespace) -> list[CatalogRow]:
     """The catalog rows of ``args.paper`` ``args.table``; an unknown paper or table stops
     with the valid choices (exit 2)."""
-    catalog = load_catalog(args.catalog_json)
-    rows = select_rows(catalog, args.paper, args.table)
+    catalog = load_rows(args.catalog_json)
+    rows = select_table(catalog, args.paper, args.table)
     if rows:
         return rows
-    papers = sorted({r["paper"] for r in catalog})
+    papers = sorted({r.paper for r in catalog})
     if args.paper not in papers:
         raise UsageError(f"unknown paper {args.paper!r}; papers: {', '.join(papers)}")
-    tables = list(dict.fromkeys(r["table"] for r in catalog if r["paper"] == args.paper))
+    tables = list(dict.fromkeys(r.table for r in catalog if r.paper == args.paper))
     raise UsageError(
         f"{args.paper} has no {args.table!r} ({table_id(args.table)}); its tables and "
         f"figures: {', '.join(repr(t) for t in tables)}"
@@ -145,25 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
         "target lines (noted on the page; not comparable to published SacreBLEU)",
     )
     p.add_argument("--refs-dir", help="NIST references (default: <data>/../refs)")
-    p.add_argument("--catalog-json", type=Path, help="instead of python -m localnmt.catalog")
+    p.add_argument(
+        "--catalog-json", type=Path, help="rows from this file (the catalog's --json format)"
+    )
     p.add_argument("--baseline", help="catalog name of the baseline row")
     p.add_argument("--workdir", default="runs/reproduce")
     p.add_argument("--results-dir", default="results")
-    p.add_argument("--max-update", type=int)
-    p.add_argument("--max-tokens", type=int)
-    p.add_argument("--layers", type=int, help="encoder/decoder layers (tiny/cpu)")
-    p.add_argument("--gpus", type=int)
-    p.add_argument("--cpu", action="store_true")
-    p.add_argument("--fp16", dest="precision", action="store_const", const="--fp16")
-    p.add_argument("--bf16", dest="precision", action="store_const", const="--bf16")
+    add_options(p.add_argument_group("training"), TrainSpec, only=TRAIN_OPTIONS)
     p.add_argument("--average", type=int, help="checkpoints to average (default: recipe's)")
-    p.add_argument(
-        "--bpe",
-        choices=["subword_nmt", "sentencepiece", "none"],
-        help="subword removal (default: as the data-bin records; else subword_nmt)",
-    )
-    p.add_argument("--beam", type=int, default=4)
-    p.add_argument("--lenpen", type=float, default=0.6)
+    add_options(p.add_argument_group("decoding"), DecodeSpec, only=DECODE_OPTIONS)
     p.add_argument("--rescore", action="store_true", help="re-evaluate even if scores exist")
     p.add_argument(
         "--glue-tasks",
@@ -183,8 +188,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options (everything after ``--`` goes to fairseq-train)."""
-    from localnmt.runs.train import split_extra
-
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(own)
     args.extra = extra
@@ -195,7 +198,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-@cli("reproduce")
+@entry_point("reproduce")
 def main(argv: list[str] | None = None) -> None:
     """CLI entry point."""
     reproduce(parse_args(argv))

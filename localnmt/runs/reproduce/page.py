@@ -8,7 +8,19 @@ import shlex
 import sys
 from pathlib import Path
 
+from localnmt.catalog import CatalogRow
 from localnmt.runs.reproduce.plan import Plan, References
+
+
+def catalog_params(row: CatalogRow) -> int | None:
+    """The row's parameter count at paper size with a 32K joined vocabulary (the catalog's
+    ``#params``), counted now; None for an arch that cannot be counted."""
+    from localnmt.catalog.params import count_parameters
+
+    try:
+        return count_parameters(row.arch, tuple(row.args))
+    except (KeyError, SystemExit, ValueError):
+        return None
 
 
 def _command() -> str:
@@ -33,7 +45,7 @@ def write_page(args: argparse.Namespace, plan: Plan, markdown: str, results: lis
 def translation_page(
     args: argparse.Namespace,
     plan: Plan,
-    baselines: dict[str, dict],
+    baselines: dict[str, CatalogRow],
     scores: dict[str, dict],
     logs: dict,
     *,
@@ -44,19 +56,19 @@ def translation_page(
     seconds: float,
 ) -> Path:
     """BLEU, Δ and significance per row (4-reference averages for NIST)."""
-    from localnmt.runs.report import LEGEND, LEGEND_MULTI_REF, RowResult, results_markdown
+    from localnmt.runs.reproduce.tables import LEGEND, LEGEND_MULTI_REF, RowResult, results_markdown
 
     multi = plan.refs is not None
     results = []
     for row in plan.rows:
-        s, log = scores[row["name"]], logs[row["name"]]
-        is_base = baselines[row["name"]]["name"] == row["name"]
+        s, log = scores[row.name], logs[row.name]
+        is_base = baselines[row.name].name == row.name
         common = dict(
-            name=row["name"], row=row["row"], params=log.params, catalog_params=row.get("params"),
+            name=row.name, row=row.row, params=log.params, catalog_params=catalog_params(row),
             ups=log.ups, wps=log.wps, is_baseline=is_base,
         )  # fmt: skip
         if multi:
-            base_avg = scores[baselines[row["name"]]["name"]]["average"]
+            base_avg = scores[baselines[row.name].name]["average"]
             sets = {k: v["score"] for k, v in s["sets"].items()}
             delta = None if is_base else s["average"] - base_avg
             results.append(RowResult(bleu=s["average"], delta=delta, sets=sets, **common))
@@ -105,7 +117,7 @@ def translation_page(
 def glue_page(
     args: argparse.Namespace,
     plan: Plan,
-    baselines: dict[str, dict],
+    baselines: dict[str, CatalogRow],
     scores: dict[str, dict],
     params: dict[str, int | None],
     *,
@@ -113,16 +125,16 @@ def glue_page(
 ) -> Path:
     """Dev accuracy per GLUE task and row (Pande et al. Table 4)."""
     from localnmt.runs.glue_runs import setting_text
-    from localnmt.runs.report import GlueResult, glue_markdown
+    from localnmt.runs.reproduce.tables import GlueResult, glue_markdown
 
     tasks = list(args.glue_tasks)
     results = [
         GlueResult(
-            name=r["name"],
-            row=r["row"],
-            accuracy={t: scores[r["name"]].get(t, {}).get("accuracy") for t in tasks},
-            params=params[r["name"]],
-            is_baseline=baselines[r["name"]]["name"] == r["name"],
+            name=r.name,
+            row=r.row,
+            accuracy={t: scores[r.name].get(t, {}).get("accuracy") for t in tasks},
+            params=params[r.name],
+            is_baseline=baselines[r.name].name == r.name,
         )
         for r in plan.rows
     ]

@@ -10,10 +10,11 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localnmt.catalog import CatalogRow
+from localnmt.catalog.tables import table_id
 from localnmt.catalog.tasks import DEFAULT_TASK, TASKS, Task
 from localnmt.data.layout import raw_file
-from localnmt.runs.errors import UsageError
-from localnmt.runs.rows import table_id
+from localnmt.errors import UsageError
 
 
 @dataclass
@@ -21,7 +22,7 @@ class Plan:
     """What runs for one task of the table: rows, data, scoring."""
 
     task: Task
-    rows: list[dict]
+    rows: list[CatalogRow]
     #: data-bin (GLUE: the data folder); None: build the gettext corpus (--tiny)
     data: Path | None
     stem: str
@@ -40,7 +41,9 @@ class References:
     notes: list[str] = field(default_factory=list)
 
 
-def choose_tasks(groups: dict[str, list[dict]], requested: str | None, title: str) -> list[str]:
+def choose_tasks(
+    groups: dict[str, list[CatalogRow]], requested: str | None, title: str
+) -> list[str]:
     """The tasks to run: ``--task`` (a name or ``all``), else the table's first task."""
     names = list(groups)
     listing = ", ".join(f"{n} ({TASKS[n].label}, {len(groups[n])} rows)" for n in names)
@@ -122,13 +125,13 @@ def references(data: Path, subset: str, args: argparse.Namespace) -> References:
 
 
 def plan_task(
-    task_name: str, rows: list[dict], args: argparse.Namespace, *, check: bool = True
+    task_name: str, rows: list[CatalogRow], args: argparse.Namespace, *, check: bool = True
 ) -> Plan:
     """Rows, data and scoring of one task; with ``check``, stops (:class:`UsageError`, exit 2)
     when the data or its references are missing, before anything runs."""
     task = TASKS[task_name]
     plan = Plan(task, rows, None, page_stem(args.paper, args.table, task_name))
-    plan.subset = args.subset or rows[0].get("split") or "test"
+    plan.subset = args.subset or rows[0].split
     default = task.default_data(args.data_root)
     if task.is_translation:
         default_exists = is_data_bin(default)
@@ -211,14 +214,6 @@ def prepare_data(args: argparse.Namespace, plan: Plan) -> tuple[Path, References
     return Path(data), references(Path(data), plan.subset, args)
 
 
-def ordered(rows: list[dict], baselines: dict[str, dict]) -> list[dict]:
-    """Baselines first (their hypotheses are the other rows' significance reference)."""
-    base_names = {b["name"] for b in baselines.values()}
-    return [r for r in rows if r["name"] in base_names] + [
-        r for r in rows if r["name"] not in base_names
-    ]
-
-
-def row_size(row: dict, args: argparse.Namespace) -> str:
+def row_size(row: CatalogRow, args: argparse.Namespace) -> str:
     """The recipe of a row: ``tiny`` with ``--tiny``, else the row's size."""
-    return "tiny" if args.tiny else row.get("size", "base")
+    return "tiny" if args.tiny else row.size

@@ -1,4 +1,4 @@
-"""Markdown tables of results in the papers' layout."""
+"""Markdown tables of a results page, in the papers' layout (BLEU rows; GLUE rows)."""
 
 from __future__ import annotations
 

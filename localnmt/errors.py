@@ -1,0 +1,95 @@
+"""The project's errors, one family, and the one way a command ends with them.
+
+Every problem a user can fix (a wrong option, missing or malformed data, a config file that
+does not match its schema, an attention spec that names a layer the model lacks) is a
+:class:`LocalnmtError`. A command's ``main`` is wrapped in :func:`entry_point`, which prints
+such an error as one line, ``PROG: error: MESSAGE`` (argparse's own format), and exits with
+the error's status: 2 for the user's mistakes, 1 for a training that failed.
+
+This module imports only the standard library: everything else in the package may use it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class LocalnmtError(Exception):
+    """A problem the user can fix, said in one line; ``exit_status`` is what a command
+    ending with it returns."""
+
+    exit_status = 2
+
+
+class UsageError(LocalnmtError):
+    """A wrong option or a missing input, found before any long work starts."""
+
+
+class ConfigError(LocalnmtError, ValueError):
+    """A config file (``configs/*.yaml``) that does not match its schema; the message names
+    the file and the key."""
+
+
+class DataError(LocalnmtError):
+    """Input data that cannot be used (missing, misaligned, truncated, undecodable)."""
+
+
+class ChecksumError(DataError):
+    """A downloaded file whose sha256 is not the recorded one."""
+
+
+class CheckpointError(DataError):
+    """A checkpoint that cannot be read (truncated, not a checkpoint, unsafe to unpickle)."""
+
+
+class TrainFailed(LocalnmtError):
+    """fairseq-train exited with an error (its log names the cause); a command ending with
+    it exits with the trainer's status (1 at least; 130 after Ctrl-C)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.exit_status = status if status > 0 else 1
+
+
+class BusyError(LocalnmtError):
+    """A directory another live process is working in (its lock names the process)."""
+
+
+def report(prog: str, err: BaseException) -> None:
+    """Print ``err`` as the one line a command ends with."""
+    print(f"{prog}: error: {err}", file=sys.stderr, flush=True)
+
+
+def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Wrap a command's ``main``: a :class:`LocalnmtError` is printed as ``PROG: error:
+    MESSAGE`` and the command exits with its ``exit_status``; an ``OSError`` that reaches the
+    top (a full disk, a read-only or missing path) likewise, naming the path and the reason,
+    exit status 2."""
+
+    def wrap(main: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(main)
+        def run(*args, **kwargs) -> T:
+            try:
+                return main(*args, **kwargs)
+            except LocalnmtError as err:
+                report(prog, err)
+                raise SystemExit(err.exit_status) from None
+            except OSError as err:
+                report(prog, os_error_text(err))
+                raise SystemExit(2) from None
+
+        return run
+
+    return wrap
+
+
+def os_error_text(err: OSError) -> str:
+    """``PATH: REASON`` of a file-system error (``/data/x: No space left on device``)."""
+    reason = err.strerror or str(err)
+    names = [str(n) for n in (err.filename, err.filename2) if n is not None]
+    return f"{' -> '.join(names)}: {reason}" if names else reason

@@ -1,0 +1,121 @@
+"""How a :class:`~localnmt.runs.spec.TrainSpec` becomes a fairseq-train process.
+
+One GPU or the CPU: one Python process running :mod:`localnmt.runs.fairseq_entry`. Several
+GPUs (or nodes): ``torch.distributed.run`` (torchrun), one process per GPU, fairseq's env://
+initialisation. The process's output is streamed, line by line, to the run's log.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from localnmt.errors import UsageError
+from localnmt.paths import resolve_user_dir
+from localnmt.runs.recipes import effective_recipe, train_args
+from localnmt.runs.spec import TrainSpec
+
+ENTRY = ["-m", "localnmt.runs.fairseq_entry", "train"]
+#: fairseq-train options whose value is a path that does not change the model (``--curve``:
+#: where the timed validations' learning curve is written, runs/timed_validation.py)
+PATH_OPTIONS = ("--save-dir", "--user-dir", "--curve")
+
+
+def world_size(spec: TrainSpec, gpus: int) -> int:
+    """Processes in the run: nodes x GPUs per node, or 1 on CPU."""
+    return spec.nnodes * gpus if gpus > 0 else 1
+
+
+def fairseq_args(spec: TrainSpec, gpus: int) -> list[str]:
+    """fairseq-train's arguments: data, arch, save dir, the recipe, then ``spec.extra``."""
+    world = world_size(spec, gpus)
+    recipe = effective_recipe(spec.size, spec.recipe_overrides)
+    args = [str(spec.data), "--arch", spec.arch, "--save-dir", str(spec.save_dir)]
+    args += train_args(recipe, world, spec.max_tokens, spec.max_update, spec.layers,
+                       spec.tokens_per_update, spec.separate_vocab)  # fmt: skip
+    user_dir = resolve_user_dir(spec.user_dir)
+    if user_dir:
+        args += ["--user-dir", user_dir]
+    if gpus == 0:
+        args.append("--cpu")
+    if spec.precision:
+        args.append(f"--{spec.precision}")
+    if world > 1:
+        args += ["--distributed-world-size", str(world)]
+    return args + list(spec.extra)
+
+
+def model_args(spec: TrainSpec, gpus: int) -> list[str]:
+    """:func:`fairseq_args` without the data path and the options naming paths: what decides
+    the trained model (a training step's fingerprint)."""
+    kept: list[str] = []
+    skip = False
+    for arg in fairseq_args(spec, gpus)[1:]:
+        if skip:
+            skip = False
+        elif arg in PATH_OPTIONS:
+            skip = True
+        else:
+            kept.append(arg)
+    return kept
+
+
+def launch_command(spec: TrainSpec, gpus: int | None = None) -> list[str]:
+    """The full command: one Python process, or torchrun (one process per GPU, per node)."""
+    gpus = spec.gpus_per_node() if gpus is None else gpus
+    args = fairseq_args(spec, gpus)
+    if world_size(spec, gpus) == 1:
+        return [sys.executable, *ENTRY, *args]
+    launch = [sys.executable, "-m", "torch.distributed.run"]
+    if spec.nnodes > 1:
+        if not spec.master_addr:
+            raise UsageError("--master-addr is needed with --nnodes > 1")
+        launch += ["--nnodes", str(spec.nnodes), "--node_rank", str(spec.node_rank),
+                   "--nproc_per_node", str(gpus), "--master_addr", spec.master_addr,
+                   "--master_port", str(spec.master_port)]  # fmt: skip
+    else:
+        launch += ["--standalone", "--nnodes", "1", "--nproc_per_node", str(gpus)]
+    return [*launch, *ENTRY, *args]
+
+
+def check_data_bin(data: str | Path) -> None:
+    """Stop (:class:`UsageError`) unless ``data`` is a fairseq data-bin (``dict.*.txt``)."""
+    path = Path(data)
+    hint = ("build it with a data_prep/ script (e.g. data_prep/prepare_gettext.sh --pair "
+            "en-de --workdir DIR prints its data-bin) or pass the right --data")  # fmt: skip
+    if not path.is_dir():
+        raise UsageError(f"data directory {path} does not exist; {hint}")
+    if not any(path.glob("dict.*.txt")):
+        raise UsageError(f"{path} has no dict.*.txt, so it is no fairseq data-bin; {hint}")
+
+
+def run_logged(
+    cmd: list[str],
+    log_file: Path,
+    *,
+    append: bool = False,
+    echo: bool = True,
+    on_line: Callable[[str], None] | None = None,
+) -> int:
+    """Run ``cmd`` with stdout and stderr streamed, line by line, to ``log_file`` (and to this
+    process's stdout with ``echo``, and to ``on_line``, e.g. a progress display); returns the
+    exit status."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "a" if append else "w", encoding="utf-8") as log:
+        log.write(f"$ {shlex.join(cmd)}\n")
+        log.flush()
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, errors="replace", bufsize=1) as proc:  # fmt: skip
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if echo:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                if on_line is not None:
+                    on_line(line.rstrip("\n"))
+        return proc.returncode

@@ -85,7 +85,7 @@ def run_generate(cmd: list[str], output: Path, log: Path | None = None) -> None:
 def parse_generate(text: str, kind: str = "H") -> dict[int, str]:
     """Map sentence id -> text of the first ``H`` (hypothesis), ``T`` or ``S`` line per id."""
     found: dict[int, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): a U+0085 or U+2028 stays in its line
         match = _LINE.match(line)
         if not match or match.group(1) != kind:
             continue

@@ -103,8 +103,9 @@ def load_checkpoint(path: Path, *, mmap: bool = False) -> dict:
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     mmap = mmap and zipfile.is_zipfile(path)
+    allow_checkpoint_globals()  # not torch's safe_globals(): leaving it removes them for all
     try:
-        with torch.serialization.safe_globals(safe_globals()), warnings.catch_warnings():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. torch's note on a pickle protocol
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:

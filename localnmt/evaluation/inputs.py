@@ -12,9 +12,11 @@ class ScoringInputError(DataError, ValueError):
     :class:`~localnmt.data.steps.DataError`, and a ``ValueError`` as before)."""
 
 
-def require_parallel(hyps: Sequence, refs: Sequence, *, what: str = "hypotheses") -> None:
-    """``hyps`` and ``refs`` have the same, non-zero number of lines."""
+def require_parallel(hyps: Sequence, refs: Sequence, *, system: str | None = None) -> None:
+    """``hyps`` and ``refs`` have the same, non-zero number of lines (``system``: whose
+    hypotheses, for the message)."""
+    whose = f"{system}: " if system else ""
     if len(hyps) != len(refs):
-        raise ScoringInputError(f"{len(hyps)} {what} but {len(refs)} references")
+        raise ScoringInputError(f"{whose}{len(hyps)} hypotheses but {len(refs)} references")
     if not hyps:
-        raise ScoringInputError(f"no {what} and no references: nothing to score")
+        raise ScoringInputError(f"{whose}no hypotheses and no references: nothing to score")

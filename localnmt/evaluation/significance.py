@@ -122,7 +122,7 @@ def bootstrap_intervals(
 
     systems = [(name, list(hyps)) for name, hyps in named_hyps]
     for name, hyps in systems:
-        require_parallel(hyps, refs, what=f"hypotheses of {name}")
+        require_parallel(hyps, refs, system=name)
     metric = metric or BLEU()
     test = PairedTest(systems, {"BLEU": metric}, [list(refs)], test_type="bs",
                       n_samples=samples)  # fmt: skip

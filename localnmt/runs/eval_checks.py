@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from localnmt.data.positions import DEFAULT_MAX_POSITIONS, first_too_long, too_long_message
 from localnmt.data.steps import DataError
 from localnmt.safe_load import load_checkpoint
@@ -55,13 +57,14 @@ def _option(extra: Sequence[str], name: str) -> int | None:
     return None
 
 
-def subset_sizes(data_bin: Path, subset: str, src: str, tgt: str, lang: str) -> Any:
+def subset_sizes(data_bin: Path, subset: str, src: str, tgt: str, lang: str) -> np.ndarray | None:
     """Token counts (with end of sentence) of one side of a binarised subset, or None."""
     from fairseq.data import data_utils
 
     prefix = Path(data_bin) / f"{subset}.{src}-{tgt}.{lang}"
     dataset = data_utils.load_indexed_dataset(str(prefix))
-    return None if dataset is None else dataset.sizes
+    # a copy: the sizes are a view of the dataset's memory map, closed when it is freed
+    return None if dataset is None else np.array(dataset.sizes)
 
 
 def check_fits_model(

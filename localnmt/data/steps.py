@@ -22,11 +22,17 @@ class DataError(RuntimeError):
 
 def run_data_command(build: Callable[[], Path | None]) -> int:
     """The ending every data-preparation command shares: run ``build``; print the path it
-    made (exit 0), or a :class:`DataError` as one ``error:`` line (exit 2)."""
+    made (exit 0), or a :class:`DataError` or a file-system error (full disk, read-only, ...)
+    as one ``error:`` line (exit 2)."""
+    from localnmt.data.fs_errors import describe_os_error
+
     try:
         out = build()
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: {describe_os_error(e)}", file=sys.stderr)
         return 2
     if out is not None:
         print(out)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
+import io
 import os
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,52 @@ def few_positions_model(tiny_data, tmp_path_factory) -> Path:
     save_dir = tmp_path_factory.mktemp("few_positions")
     extra = ["--max-source-positions", "10", "--max-target-positions", "10"]
     return testing.train(tiny_data, save_dir, "localnmt_base", extra, max_update=2).checkpoint
+
+
+def failing_writes(monkeypatch, matches: Callable[[Path], bool], error: Callable[[Path], OSError],
+                   *, after_writes: int = 0) -> None:  # fmt: skip
+    """Make files whose path ``matches`` fail as a file system would: opening them for
+    writing raises ``error(path)`` (``after_writes=0``), or their writes do once
+    ``after_writes`` writes went through (a disk that fills up mid-file). ``os.mkdir`` of a
+    matching path raises too."""
+    real_open, real_mkdir = io.open, os.mkdir
+
+    def fake_open(file, mode="r", *args, **kwargs):
+        writing = any(c in mode for c in "wax+")
+        if not (writing and isinstance(file, (str, os.PathLike)) and matches(Path(file))):
+            return real_open(file, mode, *args, **kwargs)
+        if after_writes == 0:
+            raise error(Path(file))
+        return _FillingUp(real_open(file, mode, *args, **kwargs), after_writes, error(Path(file)))
+
+    def fake_mkdir(path, *args, **kwargs):
+        if matches(Path(path)):
+            raise error(Path(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", fake_open)
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(os, "mkdir", fake_mkdir)
+
+
+class _FillingUp:
+    """A file whose writes fail with ``error`` after the first ``ok`` of them."""
+
+    def __init__(self, file, ok: int, error: OSError) -> None:
+        self._file, self._ok, self._error = file, ok, error
+
+    def write(self, data):
+        if self._ok <= 0:
+            raise self._error
+        self._ok -= 1
+        return self._file.write(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._file.close()
+        return False

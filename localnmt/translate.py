@@ -29,6 +29,7 @@ from localnmt.data.text_tokenize import tokenizer_for
 from localnmt.data.validate import decode_lines
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines
+from localnmt.safe_load import load_checkpoint
 
 
 def prepare_source(lines: Sequence[str], info: DataInfo) -> list[str]:
@@ -50,8 +51,7 @@ def load(data_bin: Path, checkpoint: Path, cpu: bool = False) -> Any:
 
     import localnmt  # noqa: F401  (registers the architectures and methods)
 
-    if not Path(checkpoint).is_file():
-        raise DataError(f"checkpoint not found: {checkpoint}")
+    load_checkpoint(Path(checkpoint), mmap=True)  # missing, damaged or crafted: one line
     info = read_metadata(data_bin)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [str(checkpoint)],

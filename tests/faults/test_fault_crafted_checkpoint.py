@@ -4,6 +4,8 @@ that asks for more than tensors and configuration, in one line, exit 2, and the 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import write_crafted
 
@@ -64,8 +66,24 @@ def test_evaluate_refuses_a_crafted_checkpoint_before_decoding(tiny_data, tmp_pa
     assert decoded == [] and not marker.exists()
 
 
+def test_translate_refuses_a_crafted_checkpoint(tmp_path, marker, capsys) -> None:
+    from localnmt import translate
+
+    data_bin = tmp_path / "bin"
+    data_bin.mkdir()
+    (data_bin / "localnmt_data.json").write_text(json.dumps({"src": "en", "tgt": "de"}))
+    (tmp_path / "in.en").write_text("hello\n")
+    crafted = write_crafted(tmp_path / "model.pt", marker)
+    argv = ["--data-bin", str(data_bin), "--path", str(crafted),
+            "--input", str(tmp_path / "in.en")]  # fmt: skip
+    assert translate.main(argv) == 2
+    message = capsys.readouterr().err.strip()
+    assert message.startswith(f"error: {crafted}: refused to load") and "\n" not in message
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("content", [b"", b"PK\x03\x04 cut short"], ids=["empty", "truncated"])
-def test_a_damaged_checkpoint_is_one_line_naming_it(tmp_path, capsys, content) -> None:
+def test_a_damaged_checkpoint_is_one_line_naming_it(tiny_data, tmp_path, capsys, content):
     damaged = tmp_path / "checkpoint1.pt"
     damaged.write_bytes(content)
     message = _fails_in_one_line(
@@ -75,3 +93,8 @@ def test_a_damaged_checkpoint_is_one_line_naming_it(tmp_path, capsys, content) -
     argv = ["--inputs", str(damaged), "--output", str(tmp_path / "avg.pt")]
     message = _fails_in_one_line(average_checkpoints.main, argv, capsys)
     assert f"{damaged}: damaged or not a checkpoint" in message
+    for argv in (["--checkpoint", str(damaged)],
+                 ["--average-dir", str(tmp_path), "--average", "1"]):  # fmt: skip
+        argv += ["--data-bin", str(tiny_data), "--out", str(tmp_path / "eval")]
+        message = _fails_in_one_line(evaluate.main, argv, capsys)
+        assert f"{damaged}: damaged or not a checkpoint" in message

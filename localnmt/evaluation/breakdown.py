@@ -47,12 +47,14 @@ class Bucket:
 
 
 def bucket_bounds(edges: Sequence[int] = (20, 40)) -> list[tuple[int, int | None, str]]:
-    """Edges (20, 40) -> ``[0,20]``, ``[21,40]``, ``[41,∞)`` as inclusive (low, high, label).
-    The first bucket starts at 0: a sentence with an empty source is counted too."""
+    """Edges (20, 40) -> ``(0,20]``, ``[21,40]``, ``[41,∞)`` as inclusive (low, high, label),
+    labelled as the papers do. The first bucket starts at 0 all the same: a sentence with an
+    empty source is counted there, not lost."""
     bounds: list[tuple[int, int | None, str]] = []
     low = 0
-    for edge in edges:
-        bounds.append((low, edge, f"[{low},{edge}]"))
+    for i, edge in enumerate(edges):
+        label = f"(0,{edge}]" if i == 0 else f"[{low},{edge}]"
+        bounds.append((low, edge, label))
         low = edge + 1
     bounds.append((low, None, f"[{low},∞)"))
     return bounds

@@ -24,7 +24,7 @@ def test_ngram_gaps_are_precision_differences() -> None:
 
 
 def test_bucket_labels_follow_the_paper() -> None:
-    assert [b[2] for b in bucket_bounds()] == ["[0,20]", "[21,40]", "[41,∞)"]
+    assert [b[2] for b in bucket_bounds()] == ["(0,20]", "[21,40]", "[41,∞)"]
     assert bucket_bounds([10])[1][:2] == (11, None)
     assert parse_edges("10,30,50") == [10, 30, 50]
     with pytest.raises(ValueError):

@@ -31,4 +31,4 @@ def test_a_sentence_with_an_empty_source_is_in_a_bucket() -> None:
     hyps = refs = ["a b c d", "a b c d", "a b c d"]
     buckets = bleu_by_length(sources, hyps, refs, edges=(20,))
     assert sum(b.sentences for b in buckets) == 3
-    assert [(b.label, b.sentences) for b in buckets] == [("[0,20]", 2), ("[21,∞)", 1)]
+    assert [(b.label, b.sentences) for b in buckets] == [("(0,20]", 2), ("[21,∞)", 1)]

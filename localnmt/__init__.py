@@ -1,16 +1,13 @@
 """localnmt: local attention for fairseq NMT (use with ``--user-dir $(localnmt-path)``).
 
 Importing the package registers every model, architecture and attention method with fairseq,
-and lets new torch load fairseq's argparse checkpoints (``weights_only`` loading rejects
-``argparse.Namespace`` otherwise).
+and registers with torch the globals fairseq checkpoints hold (:mod:`localnmt.safe_load`), so
+that weights-only loading (torch's default) reads them and refuses anything else.
 """
 
-import argparse
+from localnmt.safe_load import allow_checkpoint_globals
 
-import torch
-
-if hasattr(torch.serialization, "add_safe_globals"):
-    torch.serialization.add_safe_globals([argparse.Namespace])
+allow_checkpoint_globals()
 
 from localnmt import models  # noqa: E402,F401
 from localnmt.attention import fast, methods  # noqa: E402,F401  (registration side effects)

@@ -15,6 +15,9 @@ from typing import Any
 
 import torch
 
+from localnmt.runs.errors import UsageError, cli
+from localnmt.safe_load import CheckpointError, load_checkpoint
+
 
 def _set(ns: Any, key: str, value: Any) -> None:
     if isinstance(ns, dict):
@@ -30,17 +33,15 @@ def convert(src: Path, dst: Path, arch: str, overrides: dict[str, str] | None = 
     import localnmt  # noqa: F401  (registers the archs)
 
     if arch not in ARCH_MODEL_REGISTRY:
-        raise SystemExit(f"unknown --arch '{arch}'")
-    if not src.is_file():
-        raise SystemExit(f"checkpoint not found: {src}")
-    state = torch.load(src, map_location="cpu", weights_only=False)
+        raise UsageError(f"unknown --arch '{arch}'")
+    state = load_checkpoint(src)  # weights only: a crafted pickle is refused, not run
     targets = []
     if state.get("args") is not None:
         targets.append(state["args"])
     if state.get("cfg") is not None and state["cfg"].get("model") is not None:
         targets.append(state["cfg"]["model"])
     if not targets:
-        raise SystemExit(f"{src} holds no model configuration (not a fairseq checkpoint?)")
+        raise CheckpointError(f"{src} holds no model configuration (not a fairseq checkpoint?)")
     for ns in targets:
         _set(ns, "arch", arch)
         _set(ns, "_name", arch)
@@ -51,7 +52,9 @@ def convert(src: Path, dst: Path, arch: str, overrides: dict[str, str] | None = 
     tmp.replace(dst)
 
 
+@cli("python -m localnmt.convert_checkpoint")
 def main(argv: list[str] | None = None) -> None:
+    """Command line: convert, or one message naming the file and exit 2."""
     parser = argparse.ArgumentParser(prog="python -m localnmt.convert_checkpoint")
     parser.add_argument("src", type=Path)
     parser.add_argument("dst", type=Path)
@@ -67,7 +70,10 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--set expects KEY=VALUE, got '{item}'")
         key, value = item.split("=", 1)
         overrides[key.replace("-", "_")] = value
-    convert(args.src, args.dst, args.arch, overrides)
+    try:
+        convert(args.src, args.dst, args.arch, overrides)
+    except CheckpointError as err:
+        raise UsageError(str(err)) from None
     print(f"wrote {args.dst} (arch {args.arch})")
 
 

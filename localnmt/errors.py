@@ -11,9 +11,11 @@ This module imports only the standard library: everything else in the package ma
 
 from __future__ import annotations
 
+import errno
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -40,11 +42,12 @@ class DataError(LocalnmtError):
 
 
 class ChecksumError(DataError):
-    """A downloaded file whose sha256 is not the recorded one."""
+    """A downloaded file whose checksum is not the published or recorded one."""
 
 
 class CheckpointError(DataError):
-    """A checkpoint that cannot be read (truncated, not a checkpoint, unsafe to unpickle)."""
+    """A checkpoint that cannot be loaded: missing, damaged, or refused as unsafe to
+    unpickle (:mod:`localnmt.safe_load`)."""
 
 
 class TrainFailed(LocalnmtError):
@@ -88,8 +91,29 @@ def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
     return wrap
 
 
-def os_error_text(err: OSError) -> str:
-    """``PATH: REASON`` of a file-system error (``/data/x: No space left on device``)."""
-    reason = err.strerror or str(err)
-    names = [str(n) for n in (err.filename, err.filename2) if n is not None]
-    return f"{' -> '.join(names)}: {reason}" if names else reason
+_RERUN = "run the same command again: finished steps are kept"
+
+#: what to do about a file-system error, by errno
+OS_ERROR_ADVICE = {
+    errno.ENOSPC: f"the disk is full; free some space and {_RERUN}",
+    errno.EDQUOT: f"the disk quota is used up; free some space and {_RERUN}",
+    errno.EROFS: "the file system is read-only; choose a --workdir on a writable one",
+    errno.EACCES: "no permission; choose a --workdir you can write to, or fix its permissions",
+    errno.EPERM: "not permitted; choose a --workdir you can write to, or fix its permissions",
+    errno.ENOTDIR: "a part of this path is a file, not a directory",
+    errno.EEXIST: "a file is in the way of a directory",
+    errno.ENOENT: "no such file or directory",
+}
+
+
+def os_error_text(err: OSError, *, known_path: Path | str | None = None) -> str:
+    """``PATH: REASON (ADVICE)`` of a file-system error, as one line (``/data/x: No space
+    left on device (the disk is full; ...)``); no PATH when it is ``known_path``, which the
+    message names already."""
+    paths = [str(p) for p in (err.filename, err.filename2) if p is not None]
+    if known_path is not None and paths == [str(known_path)]:
+        paths = []
+    reason = err.strerror or str(err) or type(err).__name__
+    text = f"{' -> '.join(paths)}: {reason}" if paths else reason
+    advice = OS_ERROR_ADVICE.get(err.errno) if err.errno is not None else None
+    return f"{text} ({advice})" if advice else text

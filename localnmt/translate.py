@@ -23,11 +23,13 @@ import torch
 
 from localnmt.data.bpe import segmenter
 from localnmt.data.metadata import DataInfo, read_metadata
+from localnmt.data.positions import first_too_long, too_long_message
 from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenizer_for
 from localnmt.data.validate import decode_lines
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines
+from localnmt.safe_load import load_checkpoint
 
 
 def prepare_source(lines: Sequence[str], info: DataInfo) -> list[str]:
@@ -49,8 +51,7 @@ def load(data_bin: Path, checkpoint: Path, cpu: bool = False) -> Any:
 
     import localnmt  # noqa: F401  (registers the architectures and methods)
 
-    if not Path(checkpoint).is_file():
-        raise DataError(f"checkpoint not found: {checkpoint}")
+    load_checkpoint(Path(checkpoint), mmap=True)  # missing, damaged or crafted: one line
     info = read_metadata(data_bin)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [str(checkpoint)],
@@ -73,10 +74,9 @@ def translate_lines(
     todo = [i for i, p in enumerate(pieces) if p.strip()]
     encoded = [hub.src_dict.encode_line(pieces[i], add_if_not_exist=False).long() for i in todo]
     limit = hub.max_positions[0] if isinstance(hub.max_positions, tuple) else hub.max_positions
-    for i, ids in zip(todo, encoded):
-        if limit is not None and ids.numel() > limit:
-            raise DataError(f"input line {i + 1}: {ids.numel()} subword tokens, more than the "
-                            f"model's {limit} source positions; split the line")  # fmt: skip
+    if limit is not None and (found := first_too_long([e.numel() for e in encoded], limit)):
+        index, tokens = found
+        raise DataError(too_long_message("input", todo[index] + 1, tokens, limit))
     with open_dict(hub.cfg):
         hub.cfg.dataset.max_tokens = max_tokens
         hub.cfg.dataset.batch_size = None

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from localnmt.attention.record import AttentionRecord
 from localnmt.errors import entry_point
+from localnmt.evaluation.scoring import read_lines
 
 Link = tuple[int, int]  # (source word, target word), 0-based
 
@@ -53,7 +54,7 @@ def parse_gold_line(line: str, one_based: bool = False) -> GoldAlignment:
 
 
 def read_gold(path: str | Path, one_based: bool = False) -> list[GoldAlignment]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = read_lines(path)
     return [parse_gold_line(line, one_based) for line in lines]
 
 
@@ -155,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     golds = read_gold(args.gold, args.one_based)
     if len(golds) != len(pairs):
         raise SystemExit(f"{args.gold} has {len(golds)} lines for {len(pairs)} sentence pairs")
-    src_lines = Path(args.source).read_text(encoding="utf-8").splitlines()
-    tgt_lines = Path(args.target).read_text(encoding="utf-8").splitlines()
+    src_lines = read_lines(args.source)
+    tgt_lines = read_lines(args.target)
     d = task.target_dictionary
     hyps: list[set[Link]] = []
     first: Tensor | None = None

@@ -25,6 +25,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from localnmt.evaluation.scoring import read_lines
+
 LOCAL_WINDOW = 2
 
 
@@ -52,7 +54,7 @@ def read_conllu(path: str | Path) -> list[Sentence]:
     words: list[str] = []
     heads: list[int] = []
     rels: list[str] = []
-    for line in [*Path(path).read_text(encoding="utf-8").splitlines(), ""]:
+    for line in [*read_lines(path), ""]:
         line = line.rstrip("\n")
         if not line.strip():
             if words:
@@ -130,7 +132,7 @@ def read_bpe(path: str | Path | None, count: int) -> list[str | None]:
     """Lines of a BPE file (or ``None`` per sentence when there is none)."""
     if path is None:
         return [None] * count
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = read_lines(path)
     if len(lines) < count:
         raise ValueError(f"{path}: {len(lines)} lines for {count} CoNLL-U sentences")
     return lines[:count]

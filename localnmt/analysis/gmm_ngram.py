@@ -23,10 +23,11 @@ from localnmt.evaluation.breakdown import (
     parse_edges,
     source_length,
 )
+from localnmt.evaluation.scoring import read_lines
 
 
 def _lines(path: str) -> list[str]:
-    return Path(path).read_text(encoding="utf-8").splitlines()
+    return read_lines(path)
 
 
 @entry_point("gmm_ngram")

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from localnmt.attention.pipeline import LocalAttention
 from localnmt.attention.record import AttentionRecord
+from localnmt.evaluation.scoring import read_lines
 
 
 @dataclass
@@ -74,8 +75,8 @@ def load_pairs(
     pairs: list[tuple[Tensor, Tensor]] = []
     if source is not None and target is not None:
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        src_lines = Path(source).read_text(encoding="utf-8").splitlines()
-        tgt_lines = Path(target).read_text(encoding="utf-8").splitlines()
+        src_lines = read_lines(source)
+        tgt_lines = read_lines(target)
         if len(src_lines) != len(tgt_lines):
             raise SystemExit(f"{source} and {target} differ in line count")
         for s, t in zip(src_lines, tgt_lines):

@@ -1,9 +1,12 @@
-"""Resumable, checksummed HTTP downloads (the only module here that touches the network).
+"""Resumable, checksummed HTTPS downloads (the only module here that touches the network).
 
 A download goes to ``<dest>.part``; an interrupted transfer resumes with an HTTP ``Range``
-request (a server answering 200 instead of 206 restarts it). The sha256 of each finished file
-is recorded in a JSON manifest on first download and verified on every later run; a mismatch
-is an error and the file is kept (renamed ``<dest>.bad``) for inspection.
+request (a server answering 200 instead of 206 restarts it). A finished file is checked
+against its published checksum when :mod:`localnmt.data.checksums` has one (sha256 of the
+training archives); test-set archives that sacrebleu carries are fetched by sacrebleu's own
+downloader and checked with its md5. The sha256 of each file is also recorded in a JSON
+manifest on first download and verified on every later run. A mismatch is an error naming the
+file, both checksums and what to do; the file is kept (renamed ``<dest>.bad``) for inspection.
 """
 
 from __future__ import annotations
@@ -17,13 +20,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from localnmt.data.steps import DataError, Log, write_json
+from localnmt.atomic import write_json
+from localnmt.data.checksums import pinned_sha256, sacrebleu_test_set
+from localnmt.errors import ChecksumError, DataError
+from localnmt.steps import Log
 
 CHUNK = 1 << 20
-
-
-class ChecksumError(DataError):
-    """A file's sha256 differs from the manifest."""
 
 
 @dataclass(frozen=True)
@@ -35,13 +37,24 @@ class Source:
     manual: str | None = None  # instructions when the file needs a manual download
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, streamed."""
-    h = hashlib.sha256()
+def sha256_file(path: Path, algorithm: str = "sha256") -> str:
+    """Hex digest (sha256 unless ``algorithm`` says otherwise) of a file, streamed."""
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         while block := f.read(CHUNK):
             h.update(block)
     return h.hexdigest()
+
+
+def _mismatch(path: Path, kind: str, got: str, expected: str, source: str) -> ChecksumError:
+    """Move a file whose checksum is wrong aside (``.bad``) and say so, and what to do."""
+    bad = path.with_name(path.name + ".bad")
+    path.replace(bad)
+    return ChecksumError(
+        f"{path}: {kind} {got} is not the expected {expected} ({source}); the file was moved "
+        f"to {bad}. Run the same command again to download it anew; if it differs again, the "
+        "server's copy has changed: check it before using it"
+    )
 
 
 def load_manifest(path: Path) -> dict[str, dict]:
@@ -90,7 +103,6 @@ def download(
     """Fetch ``url`` to ``dest`` (resuming, retrying), then record or verify its sha256."""
     dest, manifest = Path(dest), Path(manifest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    entries = load_manifest(manifest)
     if not dest.exists():
         part = dest.with_name(dest.name + ".part")
         for attempt in range(1, retries + 1):
@@ -111,19 +123,58 @@ def download(
     else:
         log(f"[skip] {dest.name}: already downloaded")
     digest = sha256_file(dest)
+    pinned = pinned_sha256(url)
+    if pinned and digest != pinned:
+        raise _mismatch(dest, "sha256", digest, pinned, "published, localnmt.data.checksums")
+    return _check_manifest(dest, url, digest, manifest, log)
+
+
+def _check_manifest(dest: Path, url: str, digest: str, manifest: Path, log: Log) -> Path:
+    """Verify ``dest``'s sha256 against the manifest, or record it there on first download."""
+    entries = load_manifest(manifest)
     known = entries.get(dest.name)
     if known and known.get("sha256") != digest:
-        bad = dest.with_name(dest.name + ".bad")
-        dest.replace(bad)
-        raise ChecksumError(
-            f"{dest}: sha256 {digest} does not match the manifest {manifest} "
-            f"({known.get('sha256')}); the file was moved to {bad}"
-        )
+        raise _mismatch(dest, "sha256", digest, known.get("sha256"), f"recorded in {manifest}")
     if not known:
         entries[dest.name] = {"url": url, "sha256": digest, "bytes": dest.stat().st_size}
         write_json(manifest, entries)
         log(f"  recorded sha256 of {dest.name} in {manifest.name}")
     return dest
+
+
+def fetch_test_set(name: str, url: str, dest: Path, manifest: Path, *, log: Log = print) -> Path:
+    """A test-set archive that sacrebleu carries (its test set ``name``): fetched by sacrebleu's
+    downloader from sacrebleu's address for it, checked with sacrebleu's md5 (also when it was
+    downloaded before), then recorded in the manifest like every download."""
+    from sacrebleu.dataset import DATASETS
+    from sacrebleu.utils import download_file
+
+    dataset = DATASETS[name]
+    basename = url.rsplit("/", 1)[-1]
+    index = next(i for i, u in enumerate(dataset.data) if u.rsplit("/", 1)[-1] == basename)
+    sb_url, md5 = dataset.data[index], dataset.md5[index]
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not dest.exists():
+        part = dest.with_name(dest.name + ".part")
+        part.unlink(missing_ok=True)  # sacrebleu's downloader cannot resume: start over
+        try:
+            download_file(sb_url, str(part))
+        except (OSError, http.client.HTTPException) as e:
+            raise DataError(
+                f"{sb_url}: download failed ({e}); run the same command again"
+            ) from None
+        except SystemExit:  # sacrebleu's answer to an SSL error, after logging it
+            raise DataError(f"{sb_url}: download failed (SSL error, see above)") from None
+        finally:
+            Path(f"{part}.lock").unlink(missing_ok=True)  # sacrebleu's lock file
+        part.replace(dest)
+    else:
+        log(f"[skip] {dest.name}: already downloaded")
+    got = sha256_file(dest, "md5")
+    if got != md5:
+        raise _mismatch(dest, "md5", got, md5, f"sacrebleu's for its test set {name}")
+    return _check_manifest(dest, url, sha256_file(dest), manifest, log)
 
 
 def download_all(sources: list[Source], out_dir: Path, *, log: Log = print) -> list[Path]:
@@ -136,7 +187,11 @@ def download_all(sources: list[Source], out_dir: Path, *, log: Log = print) -> l
             (got if dest.exists() else manual).append(dest if dest.exists() else src)
             continue
         log(f"[get ] {src.url}")
-        got.append(download(src.url, dest, out_dir / "sha256-manifest.json", log=log))
+        manifest = out_dir / "sha256-manifest.json"
+        if test_set := sacrebleu_test_set(src.url):
+            got.append(fetch_test_set(test_set, src.url, dest, manifest, log=log))
+        else:
+            got.append(download(src.url, dest, manifest, log=log))
     for src in manual:
         log(f"[manual] {src.filename}: {src.manual}")
     return got

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from localnmt.data import bpe as bpe_mod
 from localnmt.data.binarize import binarize_monolingual
+from localnmt.data.fs_errors import writing_to
 from localnmt.data.steps import (
     DataError,
     Log,
@@ -182,10 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)  # fmt: skip
     args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
-    return run_data_command(lambda: prepare_glue(
-        args.glue_dir, args.task, args.bpe_model, args.dict, args.out, workers=args.workers,
-        log=log,
-    ))  # fmt: skip
+
+    def build() -> Path:
+        with writing_to(args.out, "--out") as out:
+            return prepare_glue(args.glue_dir, args.task, args.bpe_model, args.dict, out,
+                                workers=args.workers, log=log)  # fmt: skip
+
+    return run_data_command(build)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
+from localnmt.data.fs_errors import writing_to
 from localnmt.data.pipeline import ProcessConfig
+from localnmt.data.positions import MAX_POSITIONS_HELP
 from localnmt.data.steps import Log, run_data_command
 
 
@@ -47,13 +49,21 @@ def main(
     pr.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     pr.add_argument("--no-target-normalize", action="store_true",
                     help="no Moses punctuation normalisation of the target side")  # fmt: skip
+    pr.add_argument("--max-positions", type=int, default=config.max_positions, metavar="N",
+                    help=MAX_POSITIONS_HELP)  # fmt: skip
     pr.add_argument("--separate", action="store_true",
                     help="separate BPE models and dictionaries per language (default: joint, "
                     "as the training recipes share all embeddings)")  # fmt: skip
     args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
     cfg = replace(config, bpe=args.bpe, bpe_size=args.bpe_merges, workers=args.workers,
-                  normalize_target=not args.no_target_normalize)  # fmt: skip
+                  normalize_target=not args.no_target_normalize,
+                  max_positions=args.max_positions)  # fmt: skip
     if args.separate:
         cfg = replace(cfg, joint_bpe=False, joined_dictionary=False)
-    return run_data_command(lambda: run(args, cfg, log))
+
+    def build() -> Path:
+        with writing_to(args.workdir):
+            return run(args, cfg, log)
+
+    return run_data_command(build)

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from localnmt.errors import DataError
+
 LE_MAGIC = 0x950412DE
 BE_MAGIC = 0xDE120495
 
@@ -28,7 +30,7 @@ class MoEntry:
     context: str | None = None
 
 
-class MoFormatError(ValueError):
+class MoFormatError(DataError, ValueError):
     """The file is not a valid .mo catalog."""
 
 

@@ -27,8 +27,10 @@ import time
 from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
+from localnmt.data.fs_errors import check_workdir, located_in
 from localnmt.data.layout import count_lines
 from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus, subset_names
+from localnmt.data.positions import DEFAULT_MAX_POSITIONS, MAX_POSITIONS_HELP
 from localnmt.data.steps import (
     DataError,
     Log,
@@ -102,13 +104,14 @@ def prepare_parallel(
     src: str, tgt: str, train: str, valid: str, tests: list[str], workdir: Path, *,
     bpe: str = "subword_nmt", bpe_merges: int = 8000, separate: bool = False,
     length_clean: LengthClean | None = None, pretokenized: bool = False,
-    normalize_target: bool = True, workers: int = 1, log: Log = print,
+    normalize_target: bool = True, workers: int = 1, max_positions: int = DEFAULT_MAX_POSITIONS,
+    log: Log = print,
 ) -> Path:  # fmt: skip
     """Build ``workdir/data-bin`` (and ``workdir/raw``) from the user's files; see the module
     docstring. Checks every subset's sentence count in the data-bin against its raw lines."""
     t0 = time.monotonic()
     inputs = resolve_inputs(src, tgt, train, valid, tests)
-    workdir = Path(workdir)
+    workdir = check_workdir(Path(workdir))
     raw_dir = workdir / "raw"
     runner = StepRunner(workdir, log)
     stats = {
@@ -129,7 +132,7 @@ def prepare_parallel(
         src=src, tgt=tgt, bpe=bpe, bpe_size=bpe_merges, joint_bpe=not separate,
         joined_dictionary=not separate, length_clean=length_clean,
         tests=tuple(subset_names(tuple(tests))), workers=workers, pretokenized=pretokenized,
-        normalize_target=normalize_target,
+        normalize_target=normalize_target, max_positions=max_positions,
     )  # fmt: skip
     data_bin = process_corpus(raw_dir, workdir, cfg, runner, raw_step="raw", log=log)
     # the raw line counts were taken while copying (raw/sources.json): no second read
@@ -199,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
         "output can then match the raw references' punctuation exactly)",
     )
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument(
+        "--max-positions",
+        type=int,
+        default=DEFAULT_MAX_POSITIONS,
+        metavar="N",
+        help=MAX_POSITIONS_HELP,
+    )
     return ap  # fmt: skip
 
 
@@ -211,13 +221,15 @@ def main(argv: list[str] | None = None) -> int:
     def build() -> Path:
         if args.bpe_merges < 1 or args.workers < 1:
             raise DataError("--bpe-merges and --workers must be positive")
-        return prepare_parallel(
-            args.src, args.tgt, args.train, args.valid,
-            [t for t in args.test.split(",") if t], args.workdir,
-            bpe=args.bpe, bpe_merges=args.bpe_merges, separate=args.separate, length_clean=lc,
-            pretokenized=args.pretokenized, normalize_target=not args.no_target_normalize,
-            workers=args.workers, log=log,
-        )  # fmt: skip
+        with located_in(args.workdir):  # checked once the inputs are
+            return prepare_parallel(
+                args.src, args.tgt, args.train, args.valid,
+                [t for t in args.test.split(",") if t], args.workdir,
+                bpe=args.bpe, bpe_merges=args.bpe_merges, separate=args.separate,
+                length_clean=lc, pretokenized=args.pretokenized,
+                normalize_target=not args.no_target_normalize, workers=args.workers,
+                max_positions=args.max_positions, log=log,
+            )  # fmt: skip
 
     return run_data_command(build)
 

@@ -13,6 +13,7 @@ from localnmt.data import bpe as bpe_mod
 from localnmt.data.binarize import binarize
 from localnmt.data.layout import raw_dir as layout_raw_dir
 from localnmt.data.length_clean import clean_corpus
+from localnmt.data.positions import DEFAULT_MAX_POSITIONS, flag_long_lines
 from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
 from localnmt.data.text_tokenize import tokenize_file, tokenizer_name
 from localnmt.data.validate import iter_lines_checked, validate_parallel
@@ -44,6 +45,7 @@ class ProcessConfig:
     extra: dict = field(default_factory=dict)
     pretokenized: bool = False  # input already tokenised: only control characters/spaces cleaned
     normalize_target: bool = True  # Moses punctuation normalisation of the target side
+    max_positions: int = DEFAULT_MAX_POSITIONS  # flag valid/test lines longer (0: no check)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -158,6 +160,9 @@ def process_corpus(
                 deps=learn_deps,
             )
     bpe_deps = tuple(f"bpe.apply.{s}.{lang}" for s in splits for lang in langs)
+    # valid and test lines are all kept: flag those a model cannot take, before training
+    kept_whole = [bpe_dir / f"{s}.{lang}" for s in splits if s != "train" for lang in langs]
+    flag_long_lines(kept_whole, cfg.max_positions, log)
 
     train_bpe = bpe_dir / "train"
     if lc is not None and lc.stage == "bpe":

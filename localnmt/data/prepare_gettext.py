@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
+from localnmt.data.fs_errors import writing_to
 from localnmt.data.gettext_corpus import PAIRS, prepare_gettext_pair
 from localnmt.data.steps import run_data_command
 
@@ -25,11 +26,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-target-normalize", action="store_true",
                     help="no Moses punctuation normalisation of the target side")  # fmt: skip
     args = ap.parse_args(argv)
-    return run_data_command(lambda: prepare_gettext_pair(
-        args.pair, args.workdir, bpe=args.bpe, bpe_merges=args.bpe_merges,
-        max_train=args.max_train, locale_root=args.locale_root, workers=args.workers,
-        normalize_target=not args.no_target_normalize, log=lambda m: print(m, flush=True),
-    ))  # fmt: skip
+
+    def build() -> Path:
+        with writing_to(args.workdir) as workdir:
+            return prepare_gettext_pair(
+                args.pair, workdir, bpe=args.bpe, bpe_merges=args.bpe_merges,
+                max_train=args.max_train, locale_root=args.locale_root, workers=args.workers,
+                normalize_target=not args.no_target_normalize,
+                log=lambda m: print(m, flush=True),
+            )  # fmt: skip
+
+    return run_data_command(build)
 
 
 if __name__ == "__main__":

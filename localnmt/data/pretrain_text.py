@@ -37,6 +37,7 @@ from pathlib import Path
 
 from localnmt.data import bpe as bpe_mod
 from localnmt.data.binarize import binarize_monolingual
+from localnmt.data.fs_errors import writing_to
 from localnmt.data.steps import (
     DataError,
     Log,
@@ -201,11 +202,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
-    return run_data_command(lambda: prepare_pretrain_text(
-        args.text, args.out, bpe=args.bpe, merges=args.bpe_merges,
-        valid_fraction=args.valid_fraction, bpe_lines=args.bpe_lines,
-        data_bin=args.data_bin, workers=args.workers, log=log,
-    ))  # fmt: skip
+
+    def build() -> Path:
+        with writing_to(args.out, "--out") as out:
+            return prepare_pretrain_text(
+                args.text, out, bpe=args.bpe, merges=args.bpe_merges,
+                valid_fraction=args.valid_fraction, bpe_lines=args.bpe_lines,
+                data_bin=args.data_bin, workers=args.workers, log=log,
+            )  # fmt: skip
+
+    return run_data_command(build)
 
 
 if __name__ == "__main__":

@@ -20,14 +20,14 @@ from localnmt.data.wmt_cli import main as wmt_main
 from localnmt.data.wmt_extract import Corpus, Text
 
 SOURCES = [
-    Source("http://statmt.org/wmt13/training-parallel-europarl-v7.tgz",
+    Source("https://statmt.org/wmt13/training-parallel-europarl-v7.tgz",
            "training-parallel-europarl-v7.tgz"),
-    Source("http://statmt.org/wmt13/training-parallel-commoncrawl.tgz",
+    Source("https://statmt.org/wmt13/training-parallel-commoncrawl.tgz",
            "training-parallel-commoncrawl.tgz"),
-    Source("http://statmt.org/wmt14/training-parallel-nc-v9.tgz", "training-parallel-nc-v9.tgz"),
-    Source("http://data.statmt.org/wmt17/translation-task/dev.tgz", "dev.tgz"),
-    Source("http://statmt.org/wmt14/test-full.tgz", "test-full.tgz"),
-    Source("http://statmt.org/wmt14/test-filtered.tgz", "test-filtered.tgz"),
+    Source("https://statmt.org/wmt14/training-parallel-nc-v9.tgz", "training-parallel-nc-v9.tgz"),
+    Source("https://data.statmt.org/wmt17/translation-task/dev.tgz", "dev.tgz"),
+    Source("https://statmt.org/wmt14/test-full.tgz", "test-full.tgz"),
+    Source("https://statmt.org/wmt14/test-filtered.tgz", "test-filtered.tgz"),
 ]  # fmt: skip
 
 

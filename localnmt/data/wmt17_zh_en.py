@@ -26,6 +26,7 @@ UN_HINT = (
     ", files UNv1.0.en-zh.tar.gz.00/.01): concatenate, extract, and put "
     "UNv1.0.en-zh.zh and UNv1.0.en-zh.en (plain or .gz) into the raw directory"
 )
+# CWMT's page is plain http (the host serves no https); it is only shown, never fetched
 CWMT_HINT = (
     "CWMT corpora need registration (http://nlp.nju.edu.cn/cwmt-wmt/): convert each to "
     "aligned plain files cwmt/<name>.zh and cwmt/<name>.en in the raw directory "
@@ -34,10 +35,10 @@ CWMT_HINT = (
 CWMT_NAMES = ("casia2015", "casict2011", "casict2015", "datum2015", "datum2017", "neu2017")
 
 SOURCES = [
-    Source("http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz",
+    Source("https://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz",
            "training-parallel-nc-v12.tgz"),
-    Source("http://data.statmt.org/wmt17/translation-task/dev.tgz", "dev.tgz"),
-    Source("http://data.statmt.org/wmt17/translation-task/test.tgz", "test.tgz"),
+    Source("https://data.statmt.org/wmt17/translation-task/dev.tgz", "dev.tgz"),
+    Source("https://data.statmt.org/wmt17/translation-task/test.tgz", "test.tgz"),
     Source("https://conferences.unite.un.org/uncorpus", "UNv1.0.en-zh.zh", manual=UN_HINT),
     *[Source("http://nlp.nju.edu.cn/cwmt-wmt/", f"cwmt/{n}.zh", manual=CWMT_HINT)
       for n in CWMT_NAMES],

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.download import Source, download_all
+from localnmt.data.fs_errors import writing_to
 from localnmt.data.pipeline import ProcessConfig, process_corpus
+from localnmt.data.positions import MAX_POSITIONS_HELP
 from localnmt.data.steps import Log, StepRunner, run_data_command
 from localnmt.data.wmt_extract import Corpus, assemble
 
@@ -67,6 +69,8 @@ def main(
     pr.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     pr.add_argument("--no-target-normalize", action="store_true",
                     help="no Moses punctuation normalisation of the target side")  # fmt: skip
+    pr.add_argument("--max-positions", type=int, default=config.max_positions, metavar="N",
+                    help=MAX_POSITIONS_HELP)  # fmt: skip
     pr.add_argument("--allow-missing-manual", action="store_true",
                     help="proceed without corpora that need a manual download")  # fmt: skip
     if extra_args:
@@ -76,15 +80,18 @@ def main(
 
     def build() -> Path | None:
         if args.cmd == "download":
-            download_all(sources, args.dir, log=log)
+            with writing_to(args.dir, "--dir") as out_dir:
+                download_all(sources, out_dir, log=log)
             return None
         cfg = replace(config, bpe=args.bpe, bpe_size=args.bpe_merges, workers=args.workers,
-                      normalize_target=not args.no_target_normalize)  # fmt: skip
+                      normalize_target=not args.no_target_normalize,
+                      max_positions=args.max_positions)  # fmt: skip
         if getattr(args, "joint", False):
             cfg = replace(cfg, joint_bpe=True, joined_dictionary=True)
         allow = args.allow_missing_manual
-        return process_wmt(
-            corpora, args.raw_dir, args.workdir, cfg, allow_missing_optional=allow, log=log
-        )
+        with writing_to(args.workdir) as workdir:
+            return process_wmt(
+                corpora, args.raw_dir, workdir, cfg, allow_missing_optional=allow, log=log
+            )
 
     return run_data_command(build)

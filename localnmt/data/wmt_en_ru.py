@@ -37,12 +37,12 @@ YANDEX_HINT = (
 )
 
 SOURCES = [
-    Source("http://statmt.org/wmt13/training-parallel-commoncrawl.tgz",
+    Source("https://statmt.org/wmt13/training-parallel-commoncrawl.tgz",
            "training-parallel-commoncrawl.tgz"),
-    Source("http://statmt.org/wmt14/training-parallel-nc-v9.tgz", "training-parallel-nc-v9.tgz"),
-    Source("http://data.statmt.org/wmt17/translation-task/dev.tgz", "dev.tgz"),
-    Source("http://statmt.org/wmt14/test-full.tgz", "test-full.tgz"),
-    Source("http://data.statmt.org/wmt18/translation-task/test.tgz", "wmt18-test.tgz"),
+    Source("https://statmt.org/wmt14/training-parallel-nc-v9.tgz", "training-parallel-nc-v9.tgz"),
+    Source("https://data.statmt.org/wmt17/translation-task/dev.tgz", "dev.tgz"),
+    Source("https://statmt.org/wmt14/test-full.tgz", "test-full.tgz"),
+    Source("https://data.statmt.org/wmt18/translation-task/test.tgz", "wmt18-test.tgz"),
     Source("https://translate.yandex.ru/corpus", "corpus.en_ru.1m.en", manual=YANDEX_HINT),
 ]  # fmt: skip
 

@@ -52,6 +52,12 @@ def _extract_member(archive: Path, member: str, out: Path) -> None:
                 info = tf.getmember(member)
             except KeyError:
                 raise DataError(f"{archive}: has no member {member}") from None
+            if info.issym() or info.islnk():  # never followed, inside the archive or out of it
+                raise DataError(
+                    f"{archive}: {member} is a link (to {info.linkname}), not a file; links in "
+                    f"archives are not followed: download {archive.name} again, or put the "
+                    f"file itself in {archive.parent}"
+                )
             src = tf.extractfile(info)
             if src is None:
                 raise DataError(f"{archive}: {member} is not a regular file")

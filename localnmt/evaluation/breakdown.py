@@ -7,11 +7,14 @@ from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU
 
+from localnmt.evaluation.inputs import ScoringInputError, require_parallel
+
 
 def ngram_precisions(
     hyps: Sequence[str], refs: Sequence[str], metric: BLEU | None = None
 ) -> list[float]:
     """Corpus 1..4-gram precisions (%) of a system."""
+    require_parallel(hyps, refs)
     metric = metric or BLEU()
     return list(metric.corpus_score(list(hyps), [list(refs)]).precisions)
 
@@ -44,9 +47,11 @@ class Bucket:
 
 
 def bucket_bounds(edges: Sequence[int] = (20, 40)) -> list[tuple[int, int | None, str]]:
-    """Edges (20, 40) -> ``(0,20]``, ``[21,40]``, ``[41,∞)`` as inclusive (low, high, label)."""
+    """Edges (20, 40) -> ``(0,20]``, ``[21,40]``, ``[41,∞)`` as inclusive (low, high, label),
+    labelled as the papers do. The first bucket starts at 0 all the same: a sentence with an
+    empty source is counted there, not lost."""
     bounds: list[tuple[int, int | None, str]] = []
-    low = 1
+    low = 0
     for i, edge in enumerate(edges):
         label = f"(0,{edge}]" if i == 0 else f"[{low},{edge}]"
         bounds.append((low, edge, label))
@@ -74,8 +79,9 @@ def bleu_by_length(
 ) -> list[Bucket]:
     """Corpus BLEU per source-length bucket (length in whitespace tokens by default; raw
     sources take :func:`source_length` of their language)."""
-    if not len(sources) == len(hyps) == len(refs):
-        raise ValueError("sources, hypotheses and references differ in length")
+    require_parallel(hyps, refs)
+    if len(sources) != len(hyps):
+        raise ScoringInputError(f"{len(sources)} sources but {len(hyps)} hypotheses")
     metric = metric or BLEU()
     lengths = [length(s) for s in sources]
     buckets: list[Bucket] = []

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 from sacrebleu.metrics import BLEU
 
+from localnmt.evaluation.inputs import require_parallel
 from localnmt.evaluation.postprocess import CJK_LANGS, moses_tokenize
 
 
@@ -33,8 +34,7 @@ def sacrebleu_metric(lang: str) -> BLEU:
 
 
 def _result(metric: BLEU, hyps: Sequence[str], refs: Sequence[str]) -> BleuResult:
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    require_parallel(hyps, refs)
     score = metric.corpus_score(list(hyps), [list(refs)])
     return BleuResult(
         score=score.score,

@@ -25,7 +25,10 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU
 
+from localnmt.data.steps import DataError
+from localnmt.evaluation.inputs import ScoringInputError
 from localnmt.evaluation.metrics import BleuResult
+from localnmt.evaluation.scoring import read_lines
 
 
 def multi_ref_bleu(
@@ -34,10 +37,14 @@ def multi_ref_bleu(
 ) -> BleuResult:  # fmt: skip
     """Corpus BLEU of ``hyps`` against reference streams ``refs[r][i]`` (r-th ref of line i)."""
     if not refs:
-        raise ValueError("no references")
+        raise ScoringInputError("no references")
     for r, stream in enumerate(refs):
         if len(stream) != len(hyps):
-            raise ValueError(f"reference {r} has {len(stream)} lines, hypotheses {len(hyps)}")
+            raise ScoringInputError(
+                f"reference {r} has {len(stream)} lines, hypotheses {len(hyps)}"
+            )
+    if not hyps:
+        raise ScoringInputError("no hypotheses and no references: nothing to score")
     metric = BLEU(lowercase=lowercase, tokenize=tokenize)
     score = metric.corpus_score(list(hyps), [list(s) for s in refs])
     return BleuResult(
@@ -55,7 +62,7 @@ def read_refs(refs_dir: Path, name: str) -> list[list[str]]:
     """``refs_dir/<name>.ref0``, ``.ref1``, ... (as many as exist, at least one)."""
     streams, r = [], 0
     while (p := Path(refs_dir) / f"{name}.ref{r}").is_file():
-        streams.append(p.read_text(encoding="utf-8").splitlines())
+        streams.append(read_lines(p))  # lines end at \n only, as everywhere in the project
         r += 1
     if not streams:
         raise FileNotFoundError(f"no references {name}.ref0.. in {refs_dir}")
@@ -82,11 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cased", action="store_true", help="case-sensitive BLEU")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    hyps = {}
-    for item in args.hyp:
-        name, _, path = item.partition("=")
-        hyps[name] = Path(path).read_text(encoding="utf-8").splitlines()
-    res = score_sets(hyps, args.refs_dir, lowercase=not args.cased)
+    try:
+        hyps = {}
+        for item in args.hyp:
+            name, _, path = item.partition("=")
+            hyps[name] = read_lines(Path(path))
+        res = score_sets(hyps, args.refs_dir, lowercase=not args.cased)
+    except (DataError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     for name, r in res["sets"].items():
         print(f"{name}\t{r['score']:.2f}\t{r['text']}")
     print(f"average\t{res['average']:.2f}")

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from sacrebleu.metrics import BLEU
 
+from localnmt.evaluation.inputs import require_parallel
+
 
 @dataclass
 class BootstrapResult:
@@ -37,8 +39,7 @@ def significance_marker(p_value: float, delta: float) -> str:
 
 def sentence_stats(metric: BLEU, hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
     """Per-sentence BLEU sufficient statistics, shape (N, 2 + 2 * max_ngram_order)."""
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    require_parallel(hyps, refs)
     return np.asarray(metric._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.int64)
 
 
@@ -121,8 +122,7 @@ def bootstrap_intervals(
 
     systems = [(name, list(hyps)) for name, hyps in named_hyps]
     for name, hyps in systems:
-        if len(hyps) != len(refs):
-            raise ValueError(f"{name}: {len(hyps)} hypotheses but {len(refs)} references")
+        require_parallel(hyps, refs, system=name)
     metric = metric or BLEU()
     test = PairedTest(systems, {"BLEU": metric}, [list(refs)], test_type="bs",
                       n_samples=samples)  # fmt: skip

@@ -54,15 +54,18 @@ def _params(n: int | None) -> str:
 
 
 def _delta(system: SystemResult, baseline: SystemResult) -> str:
+    """The BLEU difference as the table shows the scores (2 decimals), the paired test's
+    p-value, and its stars only for a difference the table shows: two systems that both show
+    12.34 differ by 0.00, whatever the test says about their unrounded scores."""
     if system is baseline:
         return "-"
-    stars = (
-        ""
-        if system.p_value is None
-        else (" **" if system.p_value < 0.01 else " *" if system.p_value < 0.05 else "")
-    )
-    p = "" if system.p_value is None else f" (p={system.p_value:.3f})"
-    return f"{system.bleu - baseline.bleu:+.2f}{p}{stars}"
+    delta = round(system.bleu - baseline.bleu, 2)
+    shown = f"{delta:+.2f}" if delta else "0.00"
+    if system.p_value is None:
+        return shown
+    p = system.p_value
+    stars = "" if not delta else " **" if p < 0.01 else " *" if p < 0.05 else ""
+    return f"{shown} (p={p:.3f}){stars}"
 
 
 def write_markdown(workdir: Path, systems: list[SystemResult], meta: dict[str, Any]) -> Path:

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import torch
 
+from localnmt.runs.errors import UsageError, cli
+from localnmt.safe_load import CheckpointError, load_checkpoint
+
 EPOCH_PATTERN = re.compile(r"^checkpoint(\d+)\.pt$")
 UPDATE_PATTERN = re.compile(r"^checkpoint_\d+_(\d+)\.pt$")
 
@@ -50,14 +53,16 @@ def average_checkpoints(paths: list[Path]) -> dict:
     sums: collections.OrderedDict[str, torch.Tensor] = collections.OrderedDict()
     keys: list[str] | None = None
     for path in paths:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = load_checkpoint(path)  # weights only: a crafted pickle is refused, not run
         if new_state is None:
             new_state = state
-        params = state["model"]
+        params = state.get("model")
+        if not isinstance(params, dict):
+            raise CheckpointError(f"{path} holds no model parameters (not a fairseq checkpoint?)")
         if keys is None:
             keys = list(params.keys())
         elif keys != list(params.keys()):
-            raise KeyError(f"{path} has different parameters than {paths[0]}")
+            raise CheckpointError(f"{path} has different parameters than {paths[0]}")
         for key in keys:
             value = params[key]
             if value.dtype in (torch.float16, torch.bfloat16):
@@ -85,8 +90,10 @@ def write_average(paths: list[Path], out: Path) -> Path:
     return Path(out)
 
 
+@cli("python -m localnmt.runs.average_checkpoints")
 def main(argv: list[str] | None = None) -> None:
-    """CLI compatible with fairseq's scripts/average_checkpoints.py."""
+    """CLI compatible with fairseq's scripts/average_checkpoints.py; a missing, damaged or
+    refused checkpoint is one message naming it, exit 2."""
     parser = argparse.ArgumentParser(description="Average fairseq checkpoints.")
     parser.add_argument(
         "--inputs",
@@ -103,17 +110,23 @@ def main(argv: list[str] | None = None) -> None:
     n = args.num_epoch_checkpoints or args.num_update_checkpoints
     if n:
         if len(args.inputs) != 1:
-            raise SystemExit("--num-*-checkpoints needs exactly one input directory")
-        paths = last_n_checkpoints(
-            Path(args.inputs[0]),
-            n,
-            by_update=bool(args.num_update_checkpoints),
-            upper_bound=args.checkpoint_upper_bound,
-        )
+            raise UsageError("--num-*-checkpoints needs exactly one input directory")
+        try:
+            paths = last_n_checkpoints(
+                Path(args.inputs[0]),
+                n,
+                by_update=bool(args.num_update_checkpoints),
+                upper_bound=args.checkpoint_upper_bound,
+            )
+        except (OSError, ValueError) as err:
+            raise UsageError(str(err)) from None
     else:
         paths = [Path(p) for p in args.inputs]
     print("averaging:", " ".join(str(p) for p in paths))
-    write_average(paths, Path(args.output))
+    try:
+        write_average(paths, Path(args.output))
+    except CheckpointError as err:
+        raise UsageError(str(err)) from None
     print(f"wrote {args.output}")
 
 

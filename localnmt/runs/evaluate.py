@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from localnmt.data.layout import count_lines
@@ -32,6 +33,8 @@ from localnmt.data.steps import DataError
 from localnmt.evaluation.breakdown import parse_edges
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines, score, summary, write_lines
+from localnmt.runs.errors import UsageError, cli
+from localnmt.runs.eval_checks import check_fits_model, check_line_counts
 from localnmt.runs.generate import (
     generate_command,
     infer_langs,
@@ -117,6 +120,37 @@ def translate_subsets(
     }
 
 
+@dataclass
+class GivenFiles:
+    """The files given beside the data-bin (``--ref``, ``--src``, ``--baseline-hyp``), read
+    (None: not given)."""
+
+    paths: tuple[Path | None, Path | None, Path | None]
+    refs: list[str] | None
+    sources: list[str] | None
+    baseline: list[str] | None
+
+    @classmethod
+    def read(cls, ref: Path | None, src: Path | None, baseline_hyp: Path | None) -> GivenFiles:
+        """Read them: a missing or undecodable file is a DataError naming it."""
+        paths = (ref, src, baseline_hyp)
+        return cls(paths, *(read_lines(p) if p else None for p in paths))
+
+    def check(self, expected: int, expected_what: str) -> GivenFiles:
+        """Each has ``expected`` lines, one per test sentence (``expected_what`` says whose
+        count that is), and there is at least one; else a DataError naming the file."""
+        options = zip(("--ref", "--src", "--baseline-hyp"), self.paths,
+                      (self.refs, self.sources, self.baseline))  # fmt: skip
+        check_line_counts(expected, expected_what, [o for o in options if o[2] is not None])
+        return self
+
+
+def subset_size(data_bin: Path, subset: str) -> tuple[int, str]:
+    """Sentences of a binarised subset, and the words that name it in messages."""
+    n = count_lines(Path(data_bin), subset, *_langs(Path(data_bin), subset))
+    return n, f"the {subset} subset of {data_bin}"
+
+
 def evaluate_checkpoint(
     data_bin: Path,
     checkpoint: Path,
@@ -129,22 +163,29 @@ def evaluate_checkpoint(
     **kwargs,
 ) -> dict:
     """Translate (unless ``translated`` gives :func:`translate`'s output), score and write
-    ``hyp.txt``, ``ref.txt`` and ``scores.json``."""
+    ``hyp.txt``, ``ref.txt`` and ``scores.json``.
+
+    Everything that can be checked is checked before decoding, each problem a
+    :class:`~localnmt.data.steps.DataError` of one line: the given files exist, decode and
+    have one line per test sentence; the checkpoint loads; no test sentence is longer than
+    the model's positions."""
     scoring = {k: kwargs.pop(k) for k in ("edges", "bootstrap_samples", "seed") if k in kwargs}
-    # the given files first: a missing or undecodable one stops before any translation
-    given_refs = read_lines(ref) if ref else None
-    given_sources = read_lines(src) if src else None
-    baseline = read_lines(baseline_hyp) if baseline_hyp else None
+    subset = kwargs.get("subset", "test")
+    given = GivenFiles.read(ref, src, baseline_hyp)
+    src_lang, tgt = _langs(Path(data_bin), subset)
     if translated is None:
+        given.check(*subset_size(Path(data_bin), subset))
+        check_fits_model(Path(data_bin), subset, src_lang, tgt, Path(checkpoint),
+                         kwargs.get("extra") or ())  # fmt: skip
         out = translate(Path(data_bin), Path(checkpoint), Path(out_dir), **kwargs)
     else:
+        given.check(len(translated["hyp"]), f"the translation of {subset}")
         out = translated
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-    src_lang, tgt = infer_langs(Path(data_bin), kwargs.get("subset", "test"))
-    refs = out["ref_gen"] if given_refs is None else given_refs
-    sources = out["src_gen"] if given_sources is None else given_sources
+    refs = out["ref_gen"] if given.refs is None else given.refs
+    sources = out["src_gen"] if given.sources is None else given.sources
     result = score(out["hyp"], refs, tgt, sources=sources, source_lang=src_lang,
-                   baseline_hyps=baseline, **scoring)  # fmt: skip
+                   baseline_hyps=given.baseline, **scoring)  # fmt: skip
     result.update(
         checkpoint=str(checkpoint),
         target_lang=tgt,
@@ -156,6 +197,14 @@ def evaluate_checkpoint(
     return result
 
 
+def _langs(data_bin: Path, subset: str) -> tuple[str, str]:
+    """:func:`~localnmt.runs.generate.infer_langs`, a missing subset as a DataError."""
+    try:
+        return infer_langs(data_bin, subset)
+    except FileNotFoundError as err:
+        raise DataError(f"{err}: give the data-bin of the test set (--data-bin)") from None
+
+
 def _average(run_dir: Path, n: int, by_update: bool, out: Path) -> Path:
     """Average the last ``n`` checkpoints of ``run_dir`` into ``out/checkpoint_avg.pt``."""
     from localnmt.runs.average_checkpoints import last_n_checkpoints, write_average
@@ -164,8 +213,21 @@ def _average(run_dir: Path, n: int, by_update: bool, out: Path) -> Path:
     return write_average(paths, out / "checkpoint_avg.pt")
 
 
-def main(argv: list[str] | None = None) -> None:
-    """CLI: evaluate a checkpoint, or score an existing hypothesis file with ``--hyp``."""
+def score_files(args: argparse.Namespace, scoring: dict) -> dict:
+    """``--hyp`` mode: score a hypothesis file; every file is checked before scoring."""
+    hyps = read_lines(args.hyp)
+    given = GivenFiles.read(args.ref, args.src, args.baseline_hyp)
+    given.check(len(hyps), f"--hyp {args.hyp}")
+    result = score(hyps, given.refs, args.target_lang, sources=given.sources,
+                   source_lang=args.source_lang, baseline_hyps=given.baseline,
+                   **scoring)  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    return result
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m localnmt.runs.evaluate``."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data-bin", type=Path)
     p.add_argument("--checkpoint", type=Path)
@@ -193,64 +255,64 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--length-buckets", default="20,40", help="bucket edges")
     p.add_argument("--bootstrap-samples", type=int, default=1000)
     p.add_argument("--seed", type=int, default=12345)
+    return p
+
+
+@cli("evaluate")
+def main(argv: list[str] | None = None) -> None:
+    """CLI: evaluate a checkpoint, or score an existing hypothesis file with ``--hyp``. A
+    problem with the inputs is one message, exit 2, before anything is decoded."""
+    p = parser()
     args, extra = p.parse_known_args(argv)
-    if args.average_dir:
-        try:
-            args.checkpoint = _average(args.average_dir, args.average, args.by_update, args.out)
-        except (OSError, ValueError) as err:
-            p.error(str(err))
+    if args.hyp and not (args.ref and args.target_lang):
+        p.error("--hyp needs --ref and --target-lang")
+    if args.hyp and args.src and not args.source_lang:
+        p.error("--src needs --source-lang (length buckets count its own words)")
+    if not args.hyp and not (args.data_bin and (args.checkpoint or args.average_dir)):
+        p.error("give --data-bin and --checkpoint (or --average-dir), or --hyp")
     scoring = {
         "edges": parse_edges(args.length_buckets),
         "bootstrap_samples": args.bootstrap_samples,
         "seed": args.seed,
     }
-    if args.hyp:
-        if not (args.ref and args.target_lang):
-            p.error("--hyp needs --ref and --target-lang")
-        if args.src and not args.source_lang:
-            p.error("--src needs --source-lang (length buckets count its own words)")
-        try:
-            baseline = read_lines(args.baseline_hyp) if args.baseline_hyp else None
-            sources = read_lines(args.src) if args.src else None
-            hyps, refs = read_lines(args.hyp), read_lines(args.ref)
-        except DataError as err:
-            p.error(str(err))
-        result = score(
-            hyps,
-            refs,
-            args.target_lang,
-            sources=sources,
-            source_lang=args.source_lang,
-            baseline_hyps=baseline,
-            **scoring,
-        )
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
-    else:
-        if not (args.data_bin and args.checkpoint):
-            p.error("give --data-bin and --checkpoint (or --average-dir), or --hyp")
-        from localnmt.paths import resolve_user_dir
-
-        try:
-            result = evaluate_checkpoint(
-                args.data_bin,
-                args.checkpoint,
-                args.out,
-                ref=args.ref,
-                src=args.src,
-                baseline_hyp=args.baseline_hyp,
-                subset=args.subset,
-                bpe=args.bpe,
-                detok=args.detok,
-                beam=args.beam,
-                lenpen=args.lenpen,
-                user_dir=resolve_user_dir(args.user_dir),
-                extra=extra,
-                **scoring,
-            )
-        except DataError as err:
-            p.error(str(err))
+    try:
+        if args.hyp:
+            result = score_files(args, scoring)
+        else:
+            result = evaluate_run(args, extra, scoring)
+    except DataError as err:
+        raise UsageError(str(err)) from None
     print(summary(result))
+
+
+def evaluate_run(args: argparse.Namespace, extra: list[str], scoring: dict) -> dict:
+    """Checkpoint mode: (average,) translate and score, the given files checked first."""
+    from localnmt.paths import resolve_user_dir
+
+    if args.average_dir:
+        if args.ref or args.src or args.baseline_hyp:  # checked before the (long) averaging
+            given = GivenFiles.read(args.ref, args.src, args.baseline_hyp)
+            given.check(*subset_size(args.data_bin, args.subset))
+        try:
+            args.checkpoint = _average(args.average_dir, args.average, args.by_update, args.out)
+        except (OSError, ValueError) as err:
+            raise DataError(str(err)) from None
+    return evaluate_checkpoint(
+        args.data_bin,
+        args.checkpoint,
+        args.out,
+        ref=args.ref,
+        src=args.src,
+        baseline_hyp=args.baseline_hyp,
+        subset=args.subset,
+        bpe=args.bpe,
+        detok=args.detok,
+        beam=args.beam,
+        lenpen=args.lenpen,
+        user_dir=resolve_user_dir(args.user_dir),
+        extra=extra,
+        **scoring,
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from localnmt.data.steps import DataError
 from localnmt.paths import default_user_dir  # noqa: F401  (the one --user-dir helper)
 
 _LINE = re.compile(r"^([HTS])-(\d+)\t")
@@ -75,17 +76,38 @@ def generate_command(
     return cmd + list(extra or [])
 
 
+class GenerateFailed(DataError):
+    """fairseq-generate stopped with an error; the message has its cause and its log."""
+
+
+_CAUSE = re.compile(r"^[\w.]*(Error|Exception)\b.*: .+")
+
+
+def failure_cause(log_text: str) -> str:
+    """The last ``SomeError: message`` line of a log (else its last line)."""
+    lines = [line.strip() for line in log_text.split("\n") if line.strip()]
+    causes = [line for line in lines if _CAUSE.match(line)]
+    return (causes or lines or ["no output"])[-1]
+
+
 def run_generate(cmd: list[str], output: Path, log: Path | None = None) -> None:
-    """Run a generate command, writing its stdout to ``output`` (stderr to ``log``)."""
+    """Run a generate command, writing its stdout to ``output`` (stderr to ``log``); a failure
+    is a :class:`GenerateFailed` naming the cause and the log."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "w") as out, open(log or output.with_suffix(".log"), "w") as err:
-        subprocess.run(cmd, stdout=out, stderr=err, check=True)
+    log = log or output.with_suffix(".log")
+    with open(output, "w") as out, open(log, "w") as err:
+        done = subprocess.run(cmd, stdout=out, stderr=err)
+    if done.returncode != 0:
+        cause = failure_cause(Path(log).read_text(encoding="utf-8", errors="replace"))
+        raise GenerateFailed(
+            f"fairseq-generate failed (exit status {done.returncode}): {cause} (log: {log})"
+        )
 
 
 def parse_generate(text: str, kind: str = "H") -> dict[int, str]:
     """Map sentence id -> text of the first ``H`` (hypothesis), ``T`` or ``S`` line per id."""
     found: dict[int, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): a U+0085 or U+2028 stays in its line
         match = _LINE.match(line)
         if not match or match.group(1) != kind:
             continue

@@ -46,8 +46,11 @@ class RelativePosition(AttentionModifier):
     @classmethod
     def validate(cls, options: Options, site: AttentionSite) -> None:
         super().validate(options, site)
-        if options.clip < 0:
-            raise SpecError("option 'clip' of method 'rel_pos' must be >= 0")
+        if not 0 <= options.clip <= site.max_positions:  # no distance is larger: rows unused
+            raise SpecError(
+                f"option 'clip' of method 'rel_pos' must be between 0 and {site.max_positions} "
+                f"(the model's positions), got {options.clip}"
+            )
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)

@@ -1,0 +1,122 @@
+"""Weights-only checkpoint loading: the one allow-list of what a checkpoint's pickle may name.
+
+Every checkpoint the package reads goes through ``torch.load(weights_only=True)``: tensors,
+numbers, strings and containers, plus the globals of :func:`safe_globals`, which are what real
+fairseq checkpoints hold (``argparse.Namespace`` of argparse-era configs; omegaconf's
+``DictConfig`` and its node types in hydra-era ones; numpy arrays that ``--eval-bleu``
+validation keeps in the metrics). A pickle that names anything else (``os.system``, say) is
+refused before it runs anything. Importing :mod:`localnmt` registers the list with torch, so
+fairseq's own loads (training resume, generation) use it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import pickle
+import re
+import typing
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from localnmt.errors import CheckpointError
+
+__all__ = ["CheckpointError", "load_checkpoint", "safe_globals"]
+
+
+def _numpy_globals() -> list[Any]:
+    """numpy arrays of plain numeric dtypes (what fairseq's metrics keep), and scalars."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
+    found: list[Any] = [np.ndarray, np.dtype, core.multiarray._reconstruct,
+                        core.multiarray.scalar]  # fmt: skip
+    codes = "?bBhHiIlLqQefdgFDG"  # bool, integers, floats, complex: no object dtype
+    found += sorted({type(np.dtype(code)) for code in codes}, key=lambda t: t.__name__)
+    return found
+
+
+def _omegaconf_globals() -> list[Any]:
+    """omegaconf containers and nodes of hydra-era fairseq configs (none if not installed)."""
+    try:
+        from omegaconf import DictConfig, ListConfig, nodes
+        from omegaconf.base import ContainerMetadata, Metadata
+    except ImportError:
+        return []
+    node_types = [nodes.AnyNode, nodes.StringNode, nodes.IntegerNode, nodes.FloatNode,
+                  nodes.BooleanNode, nodes.EnumNode]  # fmt: skip
+    return [DictConfig, ListConfig, ContainerMetadata, Metadata, *node_types]
+
+
+def safe_globals() -> list[Any]:
+    """Everything besides tensors and plain containers that a checkpoint may hold."""
+    plain_types = [dict, list, tuple, set, int, float, str, bool]
+    return [
+        argparse.Namespace,
+        collections.defaultdict,
+        collections.OrderedDict,
+        typing.Any,
+        *plain_types,
+        *_omegaconf_globals(),
+        *_numpy_globals(),
+    ]
+
+
+def allow_checkpoint_globals() -> None:
+    """Register :func:`safe_globals` with torch, for weights-only loads done by fairseq."""
+    if hasattr(torch.serialization, "add_safe_globals"):
+        torch.serialization.add_safe_globals(safe_globals())
+
+
+_GLOBAL = re.compile(r"GLOBAL (\S+)")
+_UNPICKLER = re.compile(r"WeightsUnpickler error:\s*(.+?)(?:\n|$)")
+
+
+def _refusal(path: Path, err: pickle.UnpicklingError) -> CheckpointError:
+    """The one-line message for a pickle that asks for more than tensors and configs."""
+    text = str(err)
+    if match := _GLOBAL.search(text):
+        what = f"its pickle asks for {match.group(1)}"
+    elif match := _UNPICKLER.search(text):
+        what = f"its pickle does what no checkpoint does ({match.group(1).strip()})"
+    else:
+        what = "its pickle holds an object of an unknown kind"
+    return CheckpointError(
+        f"{path}: refused to load: {what}; a checkpoint holds only tensors, numbers and "
+        "configuration (localnmt.safe_load lists what is allowed) and nothing in this file was "
+        "run. Use checkpoints from sources you trust, or re-save this one with the code that "
+        "wrote it"
+    )
+
+
+def load_checkpoint(path: Path, *, mmap: bool = False) -> dict:
+    """``torch.load`` of ``path`` to the CPU, weights only; a missing, damaged or refused file
+    is a :class:`CheckpointError` naming it. ``mmap``: map the tensors instead of reading them
+    (quick, for checks; zip-format checkpoints only, others are read)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    mmap = mmap and zipfile.is_zipfile(path)
+    allow_checkpoint_globals()  # not torch's safe_globals(): leaving it removes them for all
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. torch's note on a pickle protocol
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as err:
+        raise _refusal(path, err) from None
+    except Exception as err:  # truncated (EOFError, zip error), not a torch file (KeyError), ...
+        reason = str(err).split(". ")[0].strip()
+        if isinstance(err, EOFError) or path.stat().st_size == 0:
+            reason = "the file is empty or cut short"
+        elif not re.search("[a-z]{3}", reason):  # e.g. KeyError(101) of a text file
+            reason = "not a file torch.save wrote"
+        raise CheckpointError(
+            f"{path}: damaged or not a checkpoint ({reason}); use another checkpoint of the run"
+        ) from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: not a fairseq checkpoint (holds a {type(state).__name__})")
+    return state

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from localnmt.runs.errors import UsageError, cli
+from localnmt.errors import UsageError, entry_point
 from localnmt.safe_load import CheckpointError, load_checkpoint
 
 
@@ -52,7 +52,7 @@ def convert(src: Path, dst: Path, arch: str, overrides: dict[str, str] | None = 
     tmp.replace(dst)
 
 
-@cli("python -m localnmt.convert_checkpoint")
+@entry_point("python -m localnmt.convert_checkpoint")
 def main(argv: list[str] | None = None) -> None:
     """Command line: convert, or one message naming the file and exit 2."""
     parser = argparse.ArgumentParser(prog="python -m localnmt.convert_checkpoint")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from localnmt.runs.errors import UsageError, cli
+from localnmt.errors import UsageError, entry_point
 from localnmt.safe_load import CheckpointError, load_checkpoint
 
 EPOCH_PATTERN = re.compile(r"^checkpoint(\d+)\.pt$")
@@ -90,7 +90,7 @@ def write_average(paths: list[Path], out: Path) -> Path:
     return Path(out)
 
 
-@cli("python -m localnmt.runs.average_checkpoints")
+@entry_point("python -m localnmt.runs.average_checkpoints")
 def main(argv: list[str] | None = None) -> None:
     """CLI compatible with fairseq's scripts/average_checkpoints.py; a missing, damaged or
     refused checkpoint is one message naming it, exit 2."""

@@ -30,10 +30,10 @@ from pathlib import Path
 from localnmt.data.layout import count_lines
 from localnmt.data.metadata import post_processing
 from localnmt.data.steps import DataError
+from localnmt.errors import UsageError, entry_point
 from localnmt.evaluation.breakdown import parse_edges
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines, score, summary, write_lines
-from localnmt.runs.errors import UsageError, cli
 from localnmt.runs.eval_checks import check_fits_model, check_line_counts
 from localnmt.runs.generate import (
     generate_command,
@@ -258,7 +258,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-@cli("evaluate")
+@entry_point("evaluate")
 def main(argv: list[str] | None = None) -> None:
     """CLI: evaluate a checkpoint, or score an existing hypothesis file with ``--hyp``. A
     problem with the inputs is one message, exit 2, before anything is decoded."""

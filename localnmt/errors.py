@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import errno
 import functools
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -68,15 +70,33 @@ def report(prog: str, err: BaseException) -> None:
     print(f"{prog}: error: {err}", file=sys.stderr, flush=True)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same clean-up runs (children stopped, finished
+    work kept)."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise :class:`Terminated` in this process (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
 def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Wrap a command's ``main``: a :class:`LocalnmtError` is printed as ``PROG: error:
     MESSAGE`` and the command exits with its ``exit_status``; an ``OSError`` that reaches the
     top (a full disk, a read-only or missing path) likewise, naming the path and the reason,
-    exit status 2."""
+    exit status 2. SIGTERM is turned into an interruption like Ctrl-C: the child processes
+    the command started are stopped and waited for, and it exits with 130 (143 for SIGTERM)
+    after one line."""
 
     def wrap(main: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(main)
         def run(*args, **kwargs) -> T:
+            stop_on_sigterm()
             try:
                 return main(*args, **kwargs)
             except LocalnmtError as err:
@@ -85,6 +105,11 @@ def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
             except OSError as err:
                 report(prog, os_error_text(err))
                 raise SystemExit(2) from None
+            except KeyboardInterrupt as err:
+                terminated = isinstance(err, Terminated)
+                print(f"{prog}: {'terminated' if terminated else 'interrupted'}; finished "
+                      "work is kept", file=sys.stderr, flush=True)  # fmt: skip
+                raise SystemExit(143 if terminated else 130) from None
 
         return run
 

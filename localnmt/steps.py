@@ -11,6 +11,9 @@ data preparation alike, are steps of a :class:`StepRunner`. A step's fingerprint
 and a finished step leaves a marker, ``<workdir>/.done/<name>.json``. A rerun with the same
 fingerprint whose outputs are all there is skipped; any change (an option, one line of the
 training data, a reference) runs the step again, and with it every step that depends on it.
+The first step a runner runs makes this process the holder of the workdir
+(:mod:`localnmt.locks`) for as long as the runner lives: a second process on the same workdir
+stops with one message naming the first.
 ``docs/orchestration.md`` has the whole picture.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,7 @@ from typing import Any
 from localnmt.atomic import write_json
 from localnmt.digests import content_digest
 from localnmt.errors import DataError
+from localnmt.locks import acquire, release
 
 Log = Callable[[str], None]
 
@@ -36,10 +41,11 @@ def fingerprint(params: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
-def input_digests(inputs: Sequence[Path | None]) -> list[str | None]:
+def input_digests(inputs: Sequence[Path | None], cache: Path | None = None) -> list[str | None]:
     """The content digest of each input, in order (None where the path is missing): what a
-    fingerprint records of files, so that a moved workdir is still recognised."""
-    return [content_digest(p) for p in inputs]
+    fingerprint records of files, so that a moved workdir is still recognised. ``cache``:
+    where digests of unchanged files are remembered (:mod:`localnmt.digests`)."""
+    return [content_digest(p, cache) for p in inputs]
 
 
 class StepRunner:
@@ -57,6 +63,20 @@ class StepRunner:
         self.fingerprints: dict[str, str] = {}
         self.ran: list[str] = []
         self.skipped: list[str] = []
+        self._holding = False
+
+    def hold(self) -> None:
+        """Make this process the holder of the workdir while this runner lives
+        (:class:`~localnmt.errors.BusyError` when another live process holds it)."""
+        if not self._holding:
+            acquire(self.workdir)
+            self._holding = True
+            weakref.finalize(self, release, self.workdir)  # let go when the runner goes
+
+    @property
+    def digest_cache(self) -> Path:
+        """Where the digests of this runner's input files are remembered."""
+        return self.marker_dir / ".digests.json"
 
     def marker(self, name: str) -> Path:
         """The done-marker of step ``name``."""
@@ -88,7 +108,7 @@ class StepRunner:
             {
                 "params": params,
                 "deps": [self.fingerprints.get(d) for d in deps],
-                "inputs": input_digests(inputs),
+                "inputs": input_digests(inputs, self.digest_cache),
             }
         )
 
@@ -103,6 +123,7 @@ class StepRunner:
         inputs: Sequence[Path | None] = (),
     ) -> bool:
         """Run ``fn`` unless already done; return True if it ran."""
+        self.hold()
         fp = self.step_fingerprint(params, deps, inputs)
         self.fingerprints[name] = fp
         if self.is_done(name, fp, outputs):

@@ -11,7 +11,6 @@ file, both checksums and what to do; the file is kept (renamed ``<dest>.bad``) f
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import json
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from localnmt.atomic import write_json
 from localnmt.data.checksums import pinned_sha256, sacrebleu_test_set
+from localnmt.digests import sha256_file
 from localnmt.errors import ChecksumError, DataError
 from localnmt.steps import Log
 
@@ -35,15 +35,6 @@ class Source:
     url: str
     filename: str
     manual: str | None = None  # instructions when the file needs a manual download
-
-
-def sha256_file(path: Path, algorithm: str = "sha256") -> str:
-    """Hex digest (sha256 unless ``algorithm`` says otherwise) of a file, streamed."""
-    h = hashlib.new(algorithm)
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _mismatch(path: Path, kind: str, got: str, expected: str, source: str) -> ChecksumError:

@@ -11,7 +11,6 @@ double the character vocabulary, and WMT17 Zh-En is Simplified as well.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from localnmt.data.mo_reader import MoFormatError, entry_pairs, read_mo
 from localnmt.data.pipeline import ProcessConfig, process_corpus
 from localnmt.data.split import hash_split
 from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
+from localnmt.digests import sha256_file
 
 DEFAULT_LOCALE_ROOT = Path("/usr/share/locale")
 SPLIT_SEED = "localnmt-gettext-v1"
@@ -60,10 +60,6 @@ def find_catalogs(locales: tuple[str, ...], root: Path) -> list[Path]:
     return out
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def build_raw(
     pair: str, raw_dir: Path, *, max_train: int | None = None, locale_root: Path | None = None,
     clean: CleanConfig | None = None, log: Log = print,
@@ -93,7 +89,7 @@ def build_raw(
         removed.update(rem)
         kept_all.extend(kept)
         cat_info.append({
-            "path": str(path), "sha256": _sha256(path), "entries": len(entries),
+            "path": str(path), "sha256": sha256_file(path), "entries": len(entries),
             "pairs": len(pairs), "kept_after_filters": len(kept),
         })  # fmt: skip
     log(f"  read {len(catalogs)} catalogs, {sum(c.get('pairs', 0) for c in cat_info)} pairs; "
@@ -179,8 +175,9 @@ def prepare_gettext_pair(
             "clean": CleanConfig().to_dict(),
             "seed": SPLIT_SEED,
             "n": [N_VALID, N_TEST],
-            "catalogs": [[str(p), p.stat().st_size, int(p.stat().st_mtime)] for p in catalogs],
+            "catalogs": [str(p) for p in catalogs],
         },  # fmt: skip
+        inputs=catalogs,  # the installed translations: an updated package rebuilds the corpus
     )
     cfg = ProcessConfig(
         src=spec.src, tgt=spec.tgt, bpe=bpe, bpe_size=bpe_merges, joint_bpe=True,

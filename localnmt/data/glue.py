@@ -128,10 +128,9 @@ def prepare_glue(
                 f.writelines(label + "\n" for _, label in rows)
             log(f"  {task_name} {split}: {len(rows)} rows")
 
-    sizes = sorted([p.name, p.stat().st_size] for p in src_dir.iterdir() if p.is_file())
     runner.run("raw", extract, outputs=[work / f"{s}.label" for s in splits],
-               params={"task": task_name, "files": sizes})  # fmt: skip
-    model_fp = [bpe_model.name, bpe_model.stat().st_size, dictionary.stat().st_size]
+               params={"task": task_name}, inputs=[src_dir])  # fmt: skip
+    model_fp = {"name": bpe_model.name}
     for split in splits:
         for field in fields:
             tok, seg = work / f"{split}.{field}.tok", work / f"{split}.{field}.bpe"
@@ -144,7 +143,8 @@ def prepare_glue(
                 bpe_mod.apply_file(kind, bpe_model, inp, seg, workers)
 
             runner.run(f"bpe.{split}.{field}", segment, outputs=[seg],
-                       params={"kind": kind, "model": model_fp}, deps=("raw",))  # fmt: skip
+                       params={"kind": kind, "model": model_fp}, deps=("raw",),
+                       inputs=[bpe_model])  # fmt: skip
     bpe_deps = tuple(f"bpe.{s}.{f}" for s in splits for f in fields)
     for field in fields:
         runner.run(
@@ -155,6 +155,7 @@ def prepare_glue(
             outputs=[out / field / "train.bin", out / field / "dict.txt"],
             params={"dict": model_fp},
             deps=bpe_deps,
+            inputs=[dictionary],
         )
     runner.run(
         "binarize.label",

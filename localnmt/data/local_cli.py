@@ -19,16 +19,6 @@ from localnmt.data.positions import MAX_POSITIONS_HELP
 from localnmt.data.steps import Log, run_data_command
 
 
-def input_sizes(root: Path) -> list[list]:
-    """``[relative path, bytes]`` of every file under ``root`` (part of a step fingerprint)."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    return sorted(
-        [str(p.relative_to(root)), p.stat().st_size] for p in root.rglob("*") if p.is_file()
-    )
-
-
 def main(
     argv: list[str] | None, *, name: str, config: ProcessConfig, inputs: dict[str, str],
     run: Callable[[argparse.Namespace, ProcessConfig, Log], Path],

@@ -29,7 +29,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from localnmt.data.local_cli import input_sizes
 from localnmt.data.local_cli import main as local_main
 from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus
 from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
@@ -123,7 +122,8 @@ def process_nist(ldc_dir: Path, nist_dir: Path, workdir: Path, cfg: ProcessConfi
         "raw",
         lambda: extract_nist(ldc_dir, nist_dir, raw_dir, refs_dir, log),
         outputs=outputs,
-        params={"ldc": input_sizes(ldc_dir), "nist": input_sizes(nist_dir), "lower": True},
+        params={"lower": True},
+        inputs=[ldc_dir, nist_dir],  # every file's contents
     )
     return process_corpus(raw_dir, workdir, cfg, runner, raw_step="raw", log=log)
 

@@ -114,11 +114,7 @@ def prepare_parallel(
     workdir = check_workdir(Path(workdir))
     raw_dir = workdir / "raw"
     runner = StepRunner(workdir, log)
-    stats = {
-        subset: {lang: [str(p.resolve()), p.stat().st_size, int(p.stat().st_mtime)]
-                 for lang, p in sides.items()}
-        for subset, sides in inputs.items()
-    }  # fmt: skip
+    files = [p for sides in inputs.values() for p in sides.values()]
     runner.run(
         "raw",
         lambda: copy_raw(inputs, raw_dir, log),
@@ -126,7 +122,8 @@ def prepare_parallel(
             raw_dir / "sources.json",
             *(raw_dir / f"{s}.{lang}" for s in inputs for lang in (src, tgt)),
         ],  # fmt: skip
-        params={"inputs": stats},
+        params={"subsets": {subset: sorted(sides) for subset, sides in inputs.items()}},
+        inputs=files,  # their contents, in subset order
     )
     cfg = ProcessConfig(
         src=src, tgt=tgt, bpe=bpe, bpe_size=bpe_merges, joint_bpe=not separate,

@@ -91,15 +91,15 @@ def process_corpus(
     def raw(split: str, lang: str) -> Path:
         return raw_dir / f"{split}.{lang}"
 
-    sizes = {f"{s}.{l}": raw(s, l).stat().st_size for s in splits for l in langs
-             if raw(s, l).exists()}  # fmt: skip
+    files = [raw(s, lang) for s in splits for lang in langs if raw(s, lang).exists()]
 
     def do_validate() -> None:
         for s in splits:
             n = validate_parallel(raw(s, cfg.src), raw(s, cfg.tgt))
             log(f"  {s}: {n} lines OK")
 
-    runner.run("validate", do_validate, outputs=[], params={"sizes": sizes}, deps=deps)
+    runner.run("validate", do_validate, outputs=[], inputs=files,
+               params={"files": [f.name for f in files]}, deps=deps)  # fmt: skip
 
     tok_dir, bpe_dir = workdir / "tok", workdir / "bpe"
 

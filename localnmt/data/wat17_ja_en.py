@@ -24,7 +24,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from localnmt.data.local_cli import input_sizes
 from localnmt.data.local_cli import main as local_main
 from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus
 from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
@@ -105,7 +104,7 @@ def process_wat17(aspec_dir: Path, workdir: Path, cfg: ProcessConfig = CONFIG, *
         "raw",
         lambda: extract_aspec(aspec_dir, raw_dir, log),
         outputs=[raw_dir / f"{s}.{lang}" for s in FILES for lang in ("ja", "en")],
-        params={"root": str(aspec_dir), "files": input_sizes(aspec_dir)},
+        inputs=[aspec_dir],  # every file's contents
     )
     return process_corpus(raw_dir, workdir, cfg, runner, raw_step="raw", log=log)
 

@@ -1,5 +1,5 @@
-"""Command line of the quickstart: corpus → equal-budget training, beam search and scoring of
-each system → report."""
+"""Command line of the quickstart: corpus → (calibration →) training of each system for equal
+updates or equal time, beam search and scoring → report."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from fairseq import options
 
+from localnmt import locks
 from localnmt.attention.spec import SpecError
 from localnmt.catalog import CatalogRow, load_rows
 from localnmt.data.gettext_corpus import prepare_gettext_pair
@@ -19,14 +20,16 @@ from localnmt.data.layout import raw_file
 from localnmt.errors import UsageError, entry_point
 from localnmt.machine import load_average, machine_summary
 from localnmt.models.transformer import check_model_specs
+from localnmt.quickstart.calibration import calibrate
 from localnmt.quickstart.report import write_json, write_markdown, write_plot
 from localnmt.quickstart.results import collect, corpus_meta
 from localnmt.quickstart.sizing import BASELINE, Sizing, sizing_for, sizings
-from localnmt.quickstart.training import run_system, system_spec
+from localnmt.quickstart.training import Schedule, run_system, system_spec
 from localnmt.runs.experiment import TestSet
 from localnmt.runs.generate import infer_langs
 from localnmt.runs.launch import model_args
 from localnmt.runs.layout import RunLayout
+from localnmt.runs.spec import TrainSpec
 
 
 def log(msg: str) -> None:
@@ -49,14 +52,27 @@ def build_parser() -> argparse.ArgumentParser:
     """The quickstart's options; defaults that depend on the device are filled in later."""
     p = argparse.ArgumentParser(
         prog="python -m localnmt.quickstart",
-        description="Train the baseline and locality methods for equal wall-clock budgets, "
-        "translate the test set with beam search, score it with SacreBLEU (95%% bootstrap "
-        "intervals, paired tests against the baseline) and write report.{json,md,png}.",
+        description="Train the baseline and locality methods for the same number of updates "
+        "(a short calibration turns the budget into updates; --equal time gives each the same "
+        "wall clock instead), translate the test set with beam search, score it with "
+        "SacreBLEU (95%% bootstrap intervals, paired tests against the baseline) and write "
+        "report.{json,md,png}.",
     )
     p.add_argument("--workdir", type=Path, default=Path("runs/quickstart"))
     p.add_argument("--budget-minutes", type=positive_minutes,
-                   help="training wall clock for all systems together, split equally "
+                   help="training wall clock for all systems together, calibration included "
                    "(default: 24 on CPU, 30 on a GPU)")  # fmt: skip
+    p.add_argument("--equal", choices=("updates", "time"), default="updates",
+                   help="what every system gets the same of: updates (the papers' convention; "
+                   "default) or wall-clock time")  # fmt: skip
+    p.add_argument("--updates", type=int, help="with --equal updates: updates per system "
+                   "(default: calibrated from the budget)")  # fmt: skip
+    p.add_argument("--calibration-minutes", type=positive_minutes,
+                   help="how long the baseline trains to measure its speed (default: a "
+                   "twentieth of the budget, at least 0.5 and at most 2)")  # fmt: skip
+    p.add_argument("--seeds", type=int, default=1,
+                   help="train every system this many times (seeds 1..N): mean ± sd and a "
+                   "paired test over all runs")  # fmt: skip
     p.add_argument(
         "--systems",
         help="comma-separated catalog names, the baseline first "
@@ -74,9 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gettext corpus language pair")  # fmt: skip
     p.add_argument("--bpe-merges", type=int, help="gettext corpus BPE merges (default: sizing)")
     p.add_argument("--max-train", type=int, help="cap on gettext training pairs")
-    p.add_argument("--max-update", type=int, default=100_000, help="per-system update cap")
+    p.add_argument("--max-update", type=int, default=100_000,
+                   help="per-system update cap (--equal time)")  # fmt: skip
     p.add_argument("--validations", type=int, default=8,
-                   help="validations per system, evenly spaced in wall clock")  # fmt: skip
+                   help="validations per system, evenly spaced")  # fmt: skip
     p.add_argument("--bootstrap-samples", type=int, default=1000)
     p.add_argument("--catalog-json", type=Path, help=argparse.SUPPRESS)
     return p
@@ -88,7 +105,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.validations < 5:
         p.error("--validations must be at least 5 (a learning curve needs points)")
-    for name in ("max_update", "bpe_merges", "max_train", "bootstrap_samples"):
+    if args.updates is not None and args.equal != "updates":
+        p.error("--updates needs --equal updates")
+    for name in ("max_update", "bpe_merges", "max_train", "bootstrap_samples", "updates",
+                 "seeds"):  # fmt: skip
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
@@ -179,44 +199,83 @@ def run(args: argparse.Namespace) -> None:
     if names[0] != BASELINE:
         log(f"the first system, {names[0]}, is the baseline of the comparison")
     workdir = args.workdir.resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    log(f"sizing ({sizing.name}): {sizing.describe()}")
+    with locks.hold(workdir):
+        log(f"sizing ({sizing.name}): {sizing.describe()}")
+        data_bin = corpus(args, sizing, workdir)
+        meta = {"machine": machine, "budget_minutes": budget, "equal": args.equal,
+                "seeds": args.seeds, "sizing": sizing.describe(),
+                "device": sizing.device}  # fmt: skip
+        layouts = train_systems(args, sizing, systems, data_bin, workdir, budget, not cuda, meta)
+        log("step 3/3: report")
+        ref = raw_file(data_bin, "test", infer_langs(data_bin, "test")[1])
+        results, signature, n_test = collect(systems, layouts, ref, args.bootstrap_samples)
+        meta.update(
+            **corpus_meta(data_bin, args.pair if not args.data else None),
+            test_sentences=n_test, signature=signature, bootstrap_samples=args.bootstrap_samples,
+            load_average_end=load_average(), elapsed_minutes=(time.time() - start) / 60,
+        )  # fmt: skip
+        write_json(workdir, results, meta)
+        report = write_markdown(workdir, results, meta)
+        write_plot(workdir, results, meta)
+    print(report.read_text(encoding="utf-8"))
+    log(f"done in {meta['elapsed_minutes']:.1f} min: {workdir}/report.{{md,json,png}}")
+
+
+def corpus(args: argparse.Namespace, sizing: Sizing, workdir: Path) -> Path:
+    """The user's data-bin, or the gettext corpus built (or reused) in ``workdir/data``."""
     if args.data:
         data_bin = args.data.resolve()
         log(f"step 1/3: your data-bin {data_bin}")
-    else:
-        log(f"step 1/3: gettext corpus ({args.pair}) in {workdir / 'data'}")
-        data_bin = Path(prepare_gettext_pair(
-            args.pair, workdir / "data", bpe_merges=args.bpe_merges or sizing.bpe_merges,
-            max_train=args.max_train, log=log))  # fmt: skip
+        return data_bin
+    log(f"step 1/3: gettext corpus ({args.pair}) in {workdir / 'data'}")
+    return Path(prepare_gettext_pair(
+        args.pair, workdir / "data", bpe_merges=args.bpe_merges or sizing.bpe_merges,
+        max_train=args.max_train, log=log))  # fmt: skip
+
+
+def schedule_for(
+    args: argparse.Namespace, baseline: TrainSpec, workdir: Path, budget: float, n: int,
+    meta: dict,
+) -> Schedule:  # fmt: skip
+    """Equal updates (given, or calibrated from the budget) or equal time; ``meta`` gets what
+    was decided."""
+    if args.equal == "time":
+        meta["minutes_per_system"] = budget / (n * args.seeds)
+        return Schedule(args.validations, minutes=meta["minutes_per_system"])
+    if args.updates:
+        meta["updates_per_system"] = args.updates
+        return Schedule(args.validations, updates=args.updates)
+    minutes = args.calibration_minutes or min(2.0, max(0.5, budget / 20))
+    meta["minutes_per_system"] = max(budget - minutes, minutes) / (n * args.seeds)
+    found = calibrate(baseline, workdir, minutes, meta["minutes_per_system"], log)
+    log(f"calibration: {found.updates_per_s:.2f} updates/s → {found.updates} updates per system")
+    meta["calibration"] = found.to_json()
+    meta["updates_per_system"] = found.updates
+    return Schedule(args.validations, updates=found.updates)
+
+
+def train_systems(
+    args: argparse.Namespace, sizing: Sizing, systems: list[CatalogRow], data_bin: Path,
+    workdir: Path, budget: float, cpu: bool, meta: dict,
+) -> list[list[RunLayout]]:  # fmt: skip
+    """Train, translate and score every system (every seed); their run layouts."""
     src, tgt = infer_langs(data_bin, "test")
-    ref, source = raw_file(data_bin, "test", tgt), raw_file(data_bin, "test", src)
-    test = TestSet("test", ref=ref, src=source if source.exists() else None)
-    minutes = budget / len(systems)
-    every = minutes / args.validations
-    log(f"step 2/3: {len(systems)} systems, {minutes:.1f} min of training each, then beam "
-        "search on the test set and scoring")  # fmt: skip
-    layouts = [RunLayout.for_system(workdir, row.name) for row in systems]
-    for row, layout in zip(systems, layouts):
-        spec = system_spec(row, sizing, data_bin, layout, cpu=not cuda, max_update=args.max_update)
-        run_system(row, spec, layout, test, minutes, every, log)
-    log("step 3/3: report")
-    results, signature, n_test = collect(systems, layouts, ref, args.bootstrap_samples)
-    meta = {
-        "machine": machine,
-        "budget_minutes": budget,
-        "minutes_per_system": minutes,
-        "sizing": sizing.describe(),
-        "device": sizing.device,
-        **corpus_meta(data_bin, args.pair if not args.data else None),
-        "test_sentences": n_test,
-        "signature": signature,
-        "bootstrap_samples": args.bootstrap_samples,
-        "load_average_end": load_average(),
-        "elapsed_minutes": (time.time() - start) / 60,
-    }
-    write_json(workdir, results, meta)
-    report = write_markdown(workdir, results, meta)
-    write_plot(workdir, results, meta)
-    print(report.read_text(encoding="utf-8"))
-    log(f"done in {meta['elapsed_minutes']:.1f} min: {workdir}/report.{{md,json,png}}")
+    source = raw_file(data_bin, "test", src)
+    test = TestSet("test", ref=raw_file(data_bin, "test", tgt),
+                   src=source if source.exists() else None)  # fmt: skip
+    cap = args.updates or args.max_update
+
+    def spec(row: CatalogRow, layout: RunLayout, seed: int) -> TrainSpec:
+        return system_spec(row, sizing, data_bin, layout, cpu=cpu, max_update=cap, seed=seed)
+
+    baseline = spec(systems[0], RunLayout.under(workdir / "calibration"), 1)
+    schedule = schedule_for(args, baseline, workdir, budget, len(systems), meta)
+    log(f"step 2/3: {len(systems)} systems x {args.seeds} seed(s), {schedule.describe()} "
+        "each, then beam search on the test set and scoring")  # fmt: skip
+    layouts = []
+    for row in systems:
+        runs = [RunLayout.for_system(workdir, row.name, seed) for seed in range(1, args.seeds + 1)]
+        for seed, layout in enumerate(runs, 1):
+            run_system(row, spec(row, layout, seed), layout, test, schedule, log)
+        layouts.append(runs)
+    return layouts

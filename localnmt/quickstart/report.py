@@ -1,5 +1,10 @@
 """The quickstart's comparison: ``report.json`` (machine-readable), ``report.md`` and
-``report.png`` (BLEU with its 95 % interval per system; validation loss against minutes)."""
+``report.png`` (BLEU with its 95 % interval per system; learning curves).
+
+``meta["equal"]`` says what the systems had in common: ``updates`` (every system trained
+``meta["updates_per_system"]`` updates, the papers' convention; each row gives the minutes it
+took) or ``time`` (``meta["minutes_per_system"]`` of training each; faster systems make more
+updates)."""
 
 from __future__ import annotations
 
@@ -14,9 +19,31 @@ from localnmt.machine import describe_machine
 MIN_BLEU = 1.0
 
 
+def learned(bleu: float, curve: list[dict]) -> bool:
+    """A run learned something: BLEU of at least ``MIN_BLEU`` and a validation loss that went
+    down."""
+    losses = [p["valid_loss"] for p in curve]
+    return bleu >= MIN_BLEU and len(losses) >= 2 and losses[-1] < losses[0]
+
+
+@dataclass
+class SeedRun:
+    """One trained run of a system (one seed)."""
+
+    seed: int
+    bleu: float
+    updates: int
+    minutes: float  # of training (the trainer's cumulative training time)
+    updates_per_s: float | None
+    params: int | None
+    curve: list[dict] = field(default_factory=list)
+
+
 @dataclass
 class SystemResult:
-    """One row of the comparison (the fields of ``report.json``'s ``systems``)."""
+    """One row of the comparison (the fields of ``report.json``'s ``systems``): over its
+    runs, the mean BLEU (``bleu_sd``: their standard deviation, None for one run), the mean
+    updates and minutes of training, and every run in ``seeds``."""
 
     name: str
     row: str
@@ -29,12 +56,15 @@ class SystemResult:
     updates_per_s: float | None
     params: int | None
     curve: list[dict] = field(default_factory=list)
+    bleu_sd: float | None = None
+    minutes: float | None = None
+    seeds: list[SeedRun] = field(default_factory=list)
 
     @property
     def learned(self) -> bool:
-        """BLEU of at least ``MIN_BLEU`` and a validation loss that went down."""
-        losses = [p["valid_loss"] for p in self.curve]
-        return self.bleu >= MIN_BLEU and len(losses) >= 2 and losses[-1] < losses[0]
+        """Every run learned something (:func:`learned`)."""
+        runs = self.seeds or [SeedRun(1, self.bleu, self.updates, 0.0, None, None, self.curve)]
+        return all(learned(r.bleu, r.curve) for r in runs)
 
     def to_dict(self) -> dict:
         """Plain dict for JSON, with ``learned``."""
@@ -68,51 +98,77 @@ def _delta(system: SystemResult, baseline: SystemResult) -> str:
     return f"{shown} (p={p:.3f}){stars}"
 
 
+def _what_was_equal(meta: dict[str, Any]) -> str:
+    seeds = meta.get("seeds", 1)
+    runs = f", {seeds} runs (seeds 1-{seeds}) each" if seeds > 1 else ""
+    if meta.get("equal") == "updates":
+        calibration = meta.get("calibration")
+        how = "as asked"
+        if calibration:
+            how = (f"{meta['minutes_per_system']:.1f} min of budget at the baseline's measured "
+                   f"{calibration['updates_per_s']:.2f} updates/s")  # fmt: skip
+        return (f"each system is trained for the same number of updates, "
+                f"{meta['updates_per_system']} ({how}){runs}")  # fmt: skip
+    return (f"each system is trained for the same wall-clock budget "
+            f"({meta['minutes_per_system']:.1f} min of {meta['budget_minutes']:g}){runs}; "
+            "faster systems make more updates in the same time")  # fmt: skip
+
+
 def write_markdown(workdir: Path, systems: list[SystemResult], meta: dict[str, Any]) -> Path:
     """``report.md``: what the numbers are and are not, the table, the caveats."""
     base = systems[0]
+    seeds = meta.get("seeds", 1)
     lines = [
         f"# localnmt quickstart: {meta['corpus']}",
         "",
-        f"A small-scale comparison: each system is trained for the same wall-clock budget "
-        f"({meta['minutes_per_system']:.1f} min of {meta['budget_minutes']:g}) on "
-        f"{meta['corpus_description']}, with a {meta['sizing']}. It shows the methods running "
-        "side by side and how they learn in equal time on this machine; it is **not** a "
-        "reproduction of the papers' WMT results (base/big models trained for days on "
-        "millions of sentence pairs; see `scripts/reproduce.sh`). Faster systems make more "
-        "updates in the same time.",
+        f"A small-scale comparison: {_what_was_equal(meta)}, on {meta['corpus_description']}, "
+        f"with a {meta['sizing']}. It shows the methods running side by side and how they learn "
+        "in a short run on this machine; it is **not** a reproduction of the papers' WMT "
+        "results (base/big models trained for days on millions of sentence pairs; see "
+        "`scripts/reproduce.sh`).",
         "",
-        "| System | SacreBLEU | 95% CI | Δ vs baseline | #Params | Updates | Updates/s "
-        "| Valid loss |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| System | SacreBLEU{' (mean ± sd)' if seeds > 1 else ''} | 95% CI | Δ vs baseline "
+        "| #Params | Updates | Minutes | Updates/s | Valid loss |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in systems:
         loss = f"{s.curve[-1]['valid_loss']:.2f}" if s.curve else "-"
-        bleu = f"{s.bleu:.2f}" if s.learned else f"({s.bleu:.2f})"
+        score = f"{s.bleu:.2f}" + (f" ± {s.bleu_sd:.2f}" if s.bleu_sd is not None else "")
+        bleu = score if s.learned else f"({score})"
+        minutes = f"{s.minutes:.1f}" if s.minutes is not None else "-"
         lines.append(
             f"| {s.row} (`{s.name}`) | {bleu} | {s.ci[0]:.2f}–{s.ci[1]:.2f} | {_delta(s, base)} "
-            f"| {_params(s.params)} | {s.updates} | {s.updates_per_s or 0:.2f} | {loss} |"
+            f"| {_params(s.params)} | {s.updates} | {minutes} | {s.updates_per_s or 0:.2f} "
+            f"| {loss} |"
         )
+    pooled = (f" over the {seeds} runs' outputs together (seed k of a system paired with seed "
+              "k of the baseline)" if seeds > 1 else "")  # fmt: skip
     lines += [
         "",
         f"SacreBLEU on the {meta['test_sentences']} test sentences against the raw references "
         f"(`{meta['signature']}`). 95 % CI: sacrebleu's bootstrap resampling "
-        f"({meta['bootstrap_samples']} resamples); Δ: paired bootstrap test against the "
-        "baseline (* p < 0.05, ** p < 0.01).",
+        f"({meta['bootstrap_samples']} resamples){pooled}; Δ: paired bootstrap test against "
+        "the baseline (* p < 0.05, ** p < 0.01). Minutes: the trainer's clock from its start "
+        "to its last update, validations included; Updates/s: its training speed (fairseq's "
+        "median over the logged intervals).",
     ]
+    if seeds > 1:
+        lines += ["", "Per seed (BLEU / updates / minutes): " + "; ".join(
+            f"{s.row}: " + ", ".join(f"{r.bleu:.2f}/{r.updates}/{r.minutes:.1f}" for r in s.seeds)
+            for s in systems) + "."]  # fmt: skip
     failed = [s for s in systems if not s.learned]
     if failed:
         names = ", ".join(f"{s.row} ({s.bleu:.2f})" for s in failed)
         lines += ["", f"**Did not learn in this budget** (BLEU < {MIN_BLEU:g} or validation "
-                  f"loss not falling; shown in brackets, not a result): {names}. Give it more "
-                  "time (`--budget-minutes`) or a faster machine."]  # fmt: skip
+                  f"loss not falling in a run; shown in brackets, not a result): {names}. Give "
+                  "it more time (`--budget-minutes`) or a faster machine."]  # fmt: skip
     lines += [
         "",
         f"Machine: {describe_machine(meta['machine'])} at the start, load "
         f"{meta['load_average_end'][0] if meta.get('load_average_end') else '?'} at the end. "
         f"Whole run: {meta['elapsed_minutes']:.1f} min.",
         "",
-        "![BLEU with 95% intervals; validation loss against minutes](report.png)",
+        "![BLEU with 95% intervals; learning curves](report.png)",
         "",
     ]
     path = workdir / "report.md"
@@ -121,7 +177,8 @@ def write_markdown(workdir: Path, systems: list[SystemResult], meta: dict[str, A
 
 
 def write_plot(workdir: Path, systems: list[SystemResult], meta: dict[str, Any]) -> Path:
-    """``report.png``: BLEU bars with 95 % intervals; validation loss against minutes."""
+    """``report.png``: BLEU bars with 95 % intervals; validation loss against updates (equal
+    updates) or minutes (equal time), every run of every system."""
     from localnmt.plotting import pyplot
 
     plt = pyplot()
@@ -140,17 +197,23 @@ def write_plot(workdir: Path, systems: list[SystemResult], meta: dict[str, Any])
     ax1.set_ylabel("SacreBLEU (test), 95% bootstrap interval")
     ax1.set_ylim(0, max(max(s.ci[1] for s in systems) * 1.15, 1.0))
     ax1.set_title("Test BLEU")
+    by_updates = meta.get("equal") == "updates"
+    x_key = "updates" if by_updates else "minutes"
     for color, s in zip(colors, systems):
-        if s.curve:
-            ax2.plot([p["minutes"] for p in s.curve], [p["valid_loss"] for p in s.curve],
-                     marker="o", color=color, label=s.row)  # fmt: skip
-    ax2.set_xlabel("training wall-clock minutes")
+        for i, run in enumerate(s.seeds or [SeedRun(1, s.bleu, s.updates, 0, None, None, s.curve)]):
+            if run.curve:
+                ax2.plot([p[x_key] for p in run.curve], [p["valid_loss"] for p in run.curve],
+                         marker="o", color=color, alpha=1.0 if i == 0 else 0.45,
+                         label=s.row if i == 0 else None)  # fmt: skip
+    ax2.set_xlabel("updates" if by_updates else "training wall-clock minutes")
     ax2.set_ylabel("validation loss (bits/token)")
     ax2.set_title("Learning curves")
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=8)
-    fig.suptitle(f"{meta['corpus']}: equal budgets of {meta['minutes_per_system']:.1f} min per "
-                 f"system ({describe_machine(meta['machine'])})", fontsize=9)  # fmt: skip
+    equal = (f"{meta['updates_per_system']} updates" if by_updates
+             else f"{meta['minutes_per_system']:.1f} min")  # fmt: skip
+    fig.suptitle(f"{meta['corpus']}: {equal} per system ({describe_machine(meta['machine'])})",
+                 fontsize=9)  # fmt: skip
     fig.tight_layout()
     path = workdir / "report.png"
     fig.savefig(path, dpi=110)

@@ -4,6 +4,7 @@ bootstrap intervals and paired tests, updates, speed, parameters and learning cu
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from localnmt.data.layout import count_lines
 from localnmt.evaluation.metrics import sacrebleu_metric
 from localnmt.evaluation.scoring import read_lines
 from localnmt.evaluation.significance import bootstrap_intervals
-from localnmt.quickstart.report import SystemResult
+from localnmt.quickstart.report import SeedRun, SystemResult
 from localnmt.runs.generate import infer_langs
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.timed_validation import read_curve
@@ -29,31 +30,57 @@ def label(row: CatalogRow) -> str:
     return f"{row.paper}: {row.row}"
 
 
+def run_result(layout: RunLayout, seed: int, bleu: float) -> SeedRun:
+    """One trained run: its BLEU, updates, minutes of training (the trainer's clock, which
+    counts validations too), training speed (fairseq's median updates/s over the logged
+    intervals, as the calibration measures it) and learning curve."""
+    train_log = read_train_log(layout.train_log)
+    curve = read_curve(layout.curve)
+    updates = max([train_log.num_updates, *(p["updates"] for p in curve)])
+    minutes = curve[-1]["minutes"] if curve else 0.0
+    speed = train_log.ups or (round(updates / (minutes * 60), 3) if minutes else None)
+    return SeedRun(seed=seed, bleu=round(bleu, 2), updates=updates, minutes=round(minutes, 2),
+                   updates_per_s=speed, params=train_log.params, curve=curve)  # fmt: skip
+
+
 def collect(
-    systems: list[CatalogRow], layouts: list[RunLayout], ref: Path, samples: int
+    systems: list[CatalogRow], layouts: list[list[RunLayout]], ref: Path, samples: int
 ) -> tuple[list[SystemResult], str, int]:
-    """One :class:`SystemResult` per system (the first is the baseline), the SacreBLEU
-    signature and the number of test sentences."""
+    """One :class:`SystemResult` per system (the first is the baseline) from its runs, one
+    per seed (``layouts[i][k]``: system ``i``, seed ``k + 1``); the SacreBLEU signature and
+    the number of test sentences.
+
+    BLEU is the mean over seeds (with their standard deviation when there are several). The
+    95 % interval and the paired test against the baseline are sacrebleu's bootstrap over the
+    test sentences of every seed at once: each run's output is concatenated in seed order,
+    and seed k of a system is paired with seed k of the baseline, so the test sees both the
+    test set's and the seeds' variation."""
     refs = read_lines(ref)
-    scores = [json.loads(layout.scores.read_text(encoding="utf-8")) for layout in layouts]
-    lang = scores[0]["target_lang"]
-    hyps = [(row.name, read_lines(layout.hypotheses)) for row, layout in zip(systems, layouts)]
-    intervals = bootstrap_intervals(hyps, refs, sacrebleu_metric(lang), samples)
+    seeds = len(layouts[0])
+    first = json.loads(layouts[0][0].scores.read_text(encoding="utf-8"))
+    metric = sacrebleu_metric(first["target_lang"])
+    joined = [(row.name, [line for layout in runs for line in read_lines(layout.hypotheses)])
+              for row, runs in zip(systems, layouts)]  # fmt: skip
+    intervals = bootstrap_intervals(joined, refs * seeds, metric, samples)
     results = []
-    for row, layout, interval in zip(systems, layouts, intervals):
-        train_log = read_train_log(layout.train_log)
-        curve = read_curve(layout.curve)
-        updates = max([train_log.num_updates, *(p["updates"] for p in curve)])
-        seconds = curve[-1]["minutes"] * 60 if curve else 0.0
+    for row, runs, interval in zip(systems, layouts, intervals):
+        per_seed = []
+        for k, layout in enumerate(runs, 1):
+            bleu = json.loads(layout.scores.read_text(encoding="utf-8"))["sacrebleu"]["score"]
+            per_seed.append(run_result(layout, k, bleu))
+        bleus = [r.bleu for r in per_seed]
         results.append(SystemResult(
             name=row.name, row=label(row), arch=row.arch, args=list(row.args),
-            bleu=round(interval.score, 2),
+            bleu=round(statistics.fmean(bleus), 2),
+            bleu_sd=round(statistics.stdev(bleus), 2) if len(bleus) > 1 else None,
             ci=[round(float(interval.ci[0]), 2), round(float(interval.ci[1]), 2)],
             p_value=None if interval.p_value is None else round(float(interval.p_value), 4),
-            updates=updates,
-            updates_per_s=round(updates / seconds, 3) if seconds else train_log.ups,
-            params=train_log.params, curve=curve))  # fmt: skip
-    return results, scores[0]["sacrebleu"]["signature"], len(refs)
+            updates=round(statistics.fmean(r.updates for r in per_seed)),
+            minutes=round(statistics.fmean(r.minutes for r in per_seed), 2),
+            updates_per_s=per_seed[0].updates_per_s if len(per_seed) == 1 else round(
+                statistics.fmean(r.updates_per_s or 0 for r in per_seed), 3),
+            params=per_seed[0].params, curve=per_seed[0].curve, seeds=per_seed))  # fmt: skip
+    return results, first["sacrebleu"]["signature"], len(refs)
 
 
 def corpus_meta(data_bin: Path, pair: str | None) -> dict[str, Any]:

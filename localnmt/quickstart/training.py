@@ -1,19 +1,25 @@
-"""One quickstart system: its training spec under the budget, trained, translated and scored.
+"""One quickstart system: its training spec and schedule, trained, translated and scored.
 
 Everything goes through :func:`localnmt.runs.experiment.train_and_score`, the project's one
 path from a spec to a score: the training step's fingerprint covers the data's contents, the
-architecture and every training option, so a rerun with other settings retrains (the old
-checkpoints, with their learning curve, are set aside) and an identical rerun skips a finished
-run or resumes an interrupted one from ``checkpoint_last.pt``; the evaluation step reruns when
-its checkpoint or references changed. What the quickstart adds: a wall-clock budget
-(``--stop-time-hours``) and validations evenly spaced in wall clock
-(:mod:`localnmt.runs.timed_validation`), written to the run's learning curve.
+architecture, the seed and every training option, so a rerun with other settings retrains
+(the old checkpoints, with their learning curve, are set aside) and an identical rerun skips a
+finished run or resumes an interrupted one from ``checkpoint_last.pt``; the evaluation step
+reruns when its checkpoint or references changed.
+
+Two schedules (:class:`Schedule`). **Equal updates** (the default, the papers' convention):
+every system trains exactly ``updates`` updates, validating at evenly spaced updates, so its
+result does not depend on what else the machine did meanwhile. **Equal time**: every system
+trains for the same wall clock (``--stop-time-hours``), validating at evenly spaced minutes
+(:mod:`localnmt.runs.timed_validation`). Either way each validation is a point of the run's
+learning curve (minutes of training, updates, validation loss).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from localnmt.catalog import CatalogRow
@@ -24,19 +30,43 @@ from localnmt.runs.spec import DecodeSpec, TrainSpec
 from localnmt.steps import StepRunner
 
 _PROGRESS = ("| valid |", "done training", "Stopping training")
-_ECHO_EVERY = 250  # updates between echoed training-loss lines (the log has every 10th)
+_ECHO_EVERY = 250  # updates between echoed training-loss lines
 
 
-def budget_args(layout: RunLayout, minutes: float, validate_every: float) -> list[str]:
-    """fairseq-train arguments of a wall-clock budget with evenly spaced validations."""
-    return [
-        "--stop-time-hours", f"{minutes / 60:.5f}",
-        "--validate-every-minutes", f"{validate_every:.4f}",
-        "--curve", str(layout.curve),
-        # only the wall-clock validations: no per-epoch validation or checkpoint
-        "--validate-interval", "100000", "--save-interval", "100000",
-        "--no-epoch-checkpoints", "--keep-interval-updates", "1",
-    ]  # fmt: skip
+@dataclass(frozen=True)
+class Schedule:
+    """How long each system trains: ``updates`` (equal updates) or ``minutes`` (equal wall
+    clock), with ``validations`` evenly spaced points on its learning curve."""
+
+    validations: int
+    updates: int | None = None
+    minutes: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.updates is None) == (self.minutes is None):
+            raise ValueError("a schedule is either updates or minutes")
+
+    def describe(self) -> str:
+        if self.updates is not None:
+            return f"{self.updates} updates"
+        return f"{self.minutes:.1f} min of training"
+
+    def fairseq_args(self, layout: RunLayout) -> list[str]:
+        """fairseq-train arguments of this schedule (after the recipe's, so they win)."""
+        common = [
+            "--curve", str(layout.curve),
+            "--no-epoch-checkpoints", "--keep-interval-updates", "1",
+            # only the schedule's validations: none per epoch
+            "--validate-interval", "100000", "--save-interval", "100000",
+        ]  # fmt: skip
+        if self.updates is not None:
+            every = max(1, self.updates // self.validations)
+            return [*common, "--max-update", str(self.updates),
+                    "--validate-interval-updates", str(every),
+                    "--save-interval-updates", str(every)]  # fmt: skip
+        assert self.minutes is not None
+        return [*common, "--stop-time-hours", f"{self.minutes / 60:.5f}",
+                "--validate-every-minutes", f"{self.minutes / self.validations:.4f}"]  # fmt: skip
 
 
 def system_spec(
@@ -47,21 +77,19 @@ def system_spec(
     *,
     cpu: bool,
     max_update: int,
-    extra: tuple[str, ...] = (),
+    seed: int = 1,
 ) -> TrainSpec:
     """The training of one system: the row's arch and arguments on the sizing's recipe."""
     return TrainSpec(
         data=str(data_bin), save_dir=str(layout.checkpoints), arch=row.arch, size=sizing.recipe,
         recipe_overrides=sizing.overrides, precision=sizing.precision, max_update=max_update,
-        cpu=cpu, gpus=0 if cpu else None, extra=(*row.args, *extra),
+        cpu=cpu, gpus=0 if cpu else None, extra=(*row.args, "--seed", str(seed)),
     )  # fmt: skip
 
 
-def budgeted(
-    spec: TrainSpec, layout: RunLayout, minutes: float, validate_every: float
-) -> TrainSpec:
-    """``spec`` trained for ``minutes`` of wall clock, validated every ``validate_every``."""
-    return spec.replace(extra=(*spec.extra, *budget_args(layout, minutes, validate_every)))
+def scheduled(spec: TrainSpec, layout: RunLayout, schedule: Schedule) -> TrainSpec:
+    """``spec`` trained on ``schedule``."""
+    return spec.replace(extra=(*spec.extra, *schedule.fairseq_args(layout)))
 
 
 def run_system(
@@ -69,12 +97,11 @@ def run_system(
     spec: TrainSpec,
     layout: RunLayout,
     test: TestSet,
-    minutes: float,
-    validate_every: float,
+    schedule: Schedule,
     log: Callable[[str], None],
     decode: DecodeSpec | None = None,
 ) -> ExperimentResult:
-    """Train (or reuse, or resume) one system for ``minutes``, then translate the test set
+    """Train (or reuse, or resume) one system on ``schedule``, then translate the test set
     with the last checkpoint and score it."""
 
     def progress(line: str) -> None:
@@ -83,11 +110,10 @@ def run_system(
         if echoed or any(key in line for key in _PROGRESS):
             log("    " + line.split(" | ", 3)[-1][:150])
 
-    log(f"{row.name}: {minutes:.1f} min of training, validation every {validate_every:.2f} min")
+    log(f"{row.name}: {schedule.describe()}, {schedule.validations} validations")
     result = train_and_score(
-        budgeted(spec, layout, minutes, validate_every), layout,
-        StepRunner(layout.root, log=log), decode=decode or DecodeSpec(), test=test, average=0,
-        log=log, on_line=progress,
+        scheduled(spec, layout, schedule), layout, StepRunner(layout.root, log=log),
+        decode=decode or DecodeSpec(), test=test, average=0, log=log, on_line=progress,
     )  # fmt: skip
     assert result.scores is not None
     log(f"{row.name}: SacreBLEU {result.scores['sacrebleu']['score']:.2f}")

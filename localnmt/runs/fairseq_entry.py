@@ -9,10 +9,10 @@ plain fairseq ``--arch`` and no ``--user-dir``. Never imports torchaudio.
 fairseq-generate once per subset in one process (one start-up for several test sets, e.g.
 NIST MT03–MT08), writing ``DIR/generate-<subset>.txt`` each (fairseq's ``--results-path``).
 
-``train`` also takes ``--validate-every-minutes M --curve FILE`` (not fairseq options): validate
-and save every M minutes of training time and append each validation to FILE
-(:mod:`localnmt.runs.timed_validation`). Ctrl-C ends a run with exit status 130 and no traceback;
-the last saved checkpoint is where the next run resumes.
+``train`` also takes ``--curve FILE`` (append each validation to FILE) and
+``--validate-every-minutes M`` (validate and save every M minutes of training time), not
+fairseq options (:mod:`localnmt.runs.timed_validation`). Ctrl-C ends a run with exit status
+130 and no traceback; the last saved checkpoint is where the next run resumes.
 """
 
 from __future__ import annotations
@@ -80,10 +80,10 @@ def main(argv: list[str] | None = None) -> None:
         from fairseq_cli.train import cli_main
 
         every, curve = pop_option(rest, "--validate-every-minutes"), pop_option(rest, "--curve")
-        if every:
+        if every or curve:
             from localnmt.runs.timed_validation import install
 
-            install(float(every), curve or "curve.jsonl")
+            install(curve or "curve.jsonl", float(every) if every else None)
     else:
         from fairseq_cli.generate import cli_main
     sys.argv = [f"fairseq-{command}", *rest]

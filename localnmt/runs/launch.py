@@ -7,7 +7,10 @@ initialisation. The process's output is streamed, line by line, to the run's log
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,6 +25,7 @@ ENTRY = ["-m", "localnmt.runs.fairseq_entry", "train"]
 #: fairseq-train options whose value is a path that does not change the model (``--curve``:
 #: where the timed validations' learning curve is written, runs/timed_validation.py)
 PATH_OPTIONS = ("--save-dir", "--user-dir", "--curve")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def world_size(spec: TrainSpec, gpus: int) -> int:
@@ -92,6 +96,30 @@ def check_data_bin(data: str | Path) -> None:
         raise UsageError(f"{path} has no dict.*.txt, so it is no fairseq data-bin; {hint}")
 
 
+def _die_with_parent() -> None:
+    """In a child, before it runs: have the kernel send it SIGTERM when its parent dies, so
+    that a killed launcher (even with SIGKILL) leaves no trainer behind (Linux; elsewhere the
+    child stops at its next write to the closed log pipe)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """Stop a child: SIGTERM (a trainer finishes the checkpoint it is writing, torchrun stops
+    its workers), then SIGKILL after ``grace_s``; wait for it either way."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def run_logged(
     cmd: list[str],
     log_file: Path,
@@ -99,16 +127,21 @@ def run_logged(
     append: bool = False,
     echo: bool = True,
     on_line: Callable[[str], None] | None = None,
+    env: dict[str, str] | None = None,
 ) -> int:
     """Run ``cmd`` with stdout and stderr streamed, line by line, to ``log_file`` (and to this
     process's stdout with ``echo``, and to ``on_line``, e.g. a progress display); returns the
-    exit status."""
+    exit status. If this process is interrupted (Ctrl-C, SIGTERM, an error of ``on_line``)
+    the child is stopped and waited for before the interruption goes on; if it dies, the child
+    is sent SIGTERM."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "a" if append else "w", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
         log.flush()
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, errors="replace", bufsize=1) as proc:  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", bufsize=1, env=env,
+                                preexec_fn=_die_with_parent)  # fmt: skip
+        try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 log.write(line)
@@ -118,4 +151,10 @@ def run_logged(
                     sys.stdout.flush()
                 if on_line is not None:
                     on_line(line.rstrip("\n"))
-        return proc.returncode
+            return proc.wait()
+        except BaseException:
+            stop(proc)
+            raise
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()

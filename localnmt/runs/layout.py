@@ -53,9 +53,10 @@ class RunLayout:
         return cls(save_dir, save_dir, Path(log) if log else save_dir / "train.log")
 
     @classmethod
-    def for_system(cls, workdir: Path, name: str) -> RunLayout:
-        """A quickstart system's run: ``workdir/runs/<slug of its catalog name>``."""
-        return cls.under(Path(workdir) / "runs" / system_slug(name))
+    def for_system(cls, workdir: Path, name: str, seed: int = 1) -> RunLayout:
+        """A quickstart system's run of one seed:
+        ``workdir/runs/<slug of its catalog name>/seed<seed>``."""
+        return cls.under(Path(workdir) / "runs" / system_slug(name) / f"seed{seed}")
 
     @property
     def last_checkpoint(self) -> Path:

@@ -1,11 +1,11 @@
-"""Validate and save by wall clock instead of by updates, and record a learning curve.
+"""Record a learning curve, and validate by wall clock instead of by updates if asked.
 
-fairseq validates every N updates or epochs; a comparison under equal wall-clock budgets wants
-the same number of points per system whatever its speed. :func:`install` wraps
-``fairseq_cli.train.validate_and_save`` so that, every ``every_minutes`` of the trainer's
-cumulative training time (which survives a resume from ``checkpoint_last.pt``), the update that
-crosses the mark validates and saves a checkpoint, and each validation appends
-``{"minutes", "updates", "valid_loss"}`` to a JSON-lines file.
+:func:`install` wraps ``fairseq_cli.train.validate_and_save`` so that each validation appends
+``{"minutes", "updates", "valid_loss"}`` (minutes of the trainer's cumulative training time,
+which survives a resume from ``checkpoint_last.pt``) to a JSON-lines file. fairseq validates
+every N updates or epochs; a comparison under equal wall-clock budgets wants the same number
+of points per system whatever its speed: with ``every_minutes``, the update that crosses each
+mark of that many minutes validates and saves a checkpoint.
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ import math
 from pathlib import Path
 
 
-def install(every_minutes: float, curve_path: Path) -> None:
+def install(curve_path: Path, every_minutes: float | None = None) -> None:
     """Patch fairseq's training loop (call in the training process, before ``cli_main``)."""
     import fairseq_cli.train as train_cli
 
     original = train_cli.validate_and_save
-    every_s = every_minutes * 60.0
+    every_s = every_minutes * 60.0 if every_minutes else math.inf
     curve_path = Path(curve_path)
     state: dict[str, float] = {}
 
     def validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch):
         elapsed = trainer.cumulative_training_time()
         if "next" not in state:  # first call, or the first after a resume
-            state["next"] = (math.floor(elapsed / every_s) + 1) * every_s
+            state["next"] = (math.floor(elapsed / every_s) + 1) * every_s  # inf: never
         num_updates = trainer.get_num_updates()
         due = elapsed >= state["next"] and num_updates > 0
         if due:

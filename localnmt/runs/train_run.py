@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from localnmt import locks
 from localnmt.atomic import write_json
 from localnmt.errors import TrainFailed
 from localnmt.runs.launch import (
@@ -130,8 +131,9 @@ def train_run(
                               + "\n".join(tail.splitlines()[-15:]), status)  # fmt: skip
 
     if runner is None:
-        layout.checkpoints.mkdir(parents=True, exist_ok=True)
-        launch(resume=True)
+        with locks.hold(layout.root):
+            layout.checkpoints.mkdir(parents=True, exist_ok=True)
+            launch(resume=True)
         return TrainRun(layout, None, True, cmd)
 
     params = run_params(spec, gpus)
@@ -139,7 +141,8 @@ def train_run(
     fp = runner.step_fingerprint(params, inputs=inputs)
 
     def train() -> None:
-        resume = claim_checkpoints(layout, fp, {**params, "data": input_digests(inputs)}, log)
+        data = input_digests(inputs, runner.digest_cache)
+        resume = claim_checkpoints(layout, fp, {**params, "data": data}, log)
         if resume:
             log(f"  resuming from {layout.last_checkpoint}")
         launch(resume)

@@ -1,5 +1,6 @@
 """The quickstart end to end on a tiny corpus and budget: report.json's schema, the learning
-curves and intervals filled, and an unchanged rerun that reuses every step."""
+curves and intervals filled, every system trained for the calibrated number of updates, and
+an unchanged rerun that reuses every step."""
 
 import json
 import subprocess
@@ -27,7 +28,9 @@ def test_quickstart_end_to_end(tmp_path: Path) -> None:
     run = _quickstart(tmp_path / "w", data)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "w" / "report.json").read_text())
-    assert report["budget_minutes"] == 0.5
+    assert report["budget_minutes"] == 0.5 and report["equal"] == "updates"
+    calibrated = report["updates_per_system"]
+    assert calibrated == report["calibration"]["updates"] >= 10
     assert report["machine"]["cores"] >= 1 and report["machine"]["torch"]
     names = [s["name"] for s in report["systems"]]
     assert names == ["vaswani2017/table-3/transformer-base/base",
@@ -36,7 +39,8 @@ def test_quickstart_end_to_end(tmp_path: Path) -> None:
         assert SYSTEM_KEYS <= set(system)
         low, high = system["ci"]
         assert 0.0 <= low <= high <= 100.0
-        assert system["params"] > 0 and system["updates"] >= 1
+        assert system["params"] > 0 and system["updates"] == calibrated  # equal updates
+        assert system["minutes"] > 0 and system["seeds"][0]["updates"] == calibrated
         assert system["curve"], "no validation point recorded"
         for point in system["curve"]:
             assert {"minutes", "updates", "valid_loss"} <= set(point)
@@ -48,5 +52,5 @@ def test_quickstart_end_to_end(tmp_path: Path) -> None:
 
     again = _quickstart(tmp_path / "w", data)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert "[run ]" not in again.stdout and again.stdout.count("[skip] train:") == 2
-    assert again.stdout.count("[skip] evaluate:") == 2
+    assert "[run ]" not in again.stdout  # calibration, trainings and translations reused
+    assert again.stdout.count("[skip] train:") == 3 and again.stdout.count("[skip] evaluate:") == 2

@@ -41,7 +41,7 @@ def _train(tmp_path: Path, data: Path, minutes: float, args=("--lr", "1")) -> No
     layout = RunLayout.for_system(tmp_path / "w", "sys")
     row = SimpleNamespace(name="sys", arch="localnmt_base", args=tuple(args))
     spec = training.system_spec(row, sizings()["cpu"], data, layout, cpu=True, max_update=100)
-    spec = training.budgeted(spec, layout, minutes, minutes / 8)
+    spec = training.scheduled(spec, layout, training.Schedule(8, minutes=minutes))
     train_run.train_run(spec, layout, StepRunner(layout.root, log=lambda m: None),
                         log=lambda m: None)  # fmt: skip
 
@@ -113,6 +113,9 @@ def test_ctrl_c_exits_130_without_traceback(monkeypatch, capsys, tmp_path: Path)
     [
         (["--data", "/nonexistent/bin"], "no such directory"),
         (["--budget-minutes", "0"], "must be positive"),
+        (["--budget-minutes", "nan"], "must be positive and finite"),
+        (["--equal", "time", "--updates", "10"], "--updates needs --equal updates"),
+        (["--seeds", "0"], "--seeds must be at least 1"),
         (["--validations", "2"], "at least 5"),
     ],
 )
@@ -176,7 +179,7 @@ def test_timed_validation_validates_once_per_interval(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(train_cli, "validate_and_save", original)
     curve = tmp_path / "curve.jsonl"
-    timed_validation.install(1.0, curve)  # every minute
+    timed_validation.install(curve, 1.0)  # every minute
     cfg = SimpleNamespace(dataset=SimpleNamespace(validate_interval_updates=0),
                           checkpoint=SimpleNamespace(save_interval_updates=0))  # fmt: skip
     seconds = [10, 50, 61, 70, 119, 125, 250]
@@ -213,7 +216,7 @@ def test_report_files(tmp_path: Path) -> None:
     data = json.loads(write_json(tmp_path, systems, meta).read_text())
     assert [s["learned"] for s in data["systems"]] == [True, True, False]
     text = write_markdown(tmp_path, systems, meta).read_text()
-    assert "| BASE (`base`) | 12.00 | 11.00–13.00 | - | 1.23M | 30 | 1.50 | 5.00 |" in text
+    assert "| BASE (`base`) | 12.00 | 11.00–13.00 | - | 1.23M | 30 | - | 1.50 | 5.00 |" in text
     assert "| M1 (`m1`) | 13.50 | 12.50–14.50 | +1.50 (p=0.020) * |" in text
     assert "(0.40)" in text and "Did not learn in this budget" in text and "M2 (0.40)" in text
     assert "not** a reproduction of the papers' WMT results" in text

@@ -9,6 +9,7 @@ import shlex
 import time
 from pathlib import Path
 
+from localnmt import locks
 from localnmt.catalog import CatalogRow
 from localnmt.catalog.tables import baseline_of, baselines_first
 from localnmt.catalog.tasks import Task
@@ -79,12 +80,18 @@ def run_row(
 
 
 def run_translation(plan: Plan, args: argparse.Namespace) -> Path:
-    """Train and evaluate every row of one task; returns the results page."""
+    """Train and evaluate every row of one task, in a workdir this process holds; returns
+    the results page."""
+    workdir = Path(args.workdir) / plan.stem
+    with locks.hold(workdir):
+        return _run_translation(plan, args, workdir)
+
+
+def _run_translation(plan: Plan, args: argparse.Namespace, workdir: Path) -> Path:
     from localnmt.runs.reproduce.page import translation_page
     from localnmt.runs.train_log import read_train_log
 
     baselines = {r.name: baseline_of(plan.rows, r, args.baseline) for r in plan.rows}
-    workdir = Path(args.workdir) / plan.stem
     data, refs = prepare_data(args, plan)
     separate = has_separate_vocab(data)
     scores: dict[str, dict] = {}
@@ -135,6 +142,13 @@ def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
     """Pre-train and fine-tune every row (Pande et al. Table 4); returns the results page.
     Each command is a step keyed by its command line and the contents of the data it reads
     (a changed setting or corpus reruns it and the steps after it)."""
+    assert plan.data is not None
+    workdir = Path(args.workdir) / plan.stem
+    with locks.hold(workdir):
+        return _run_glue(plan, args, workdir)
+
+
+def _run_glue(plan: Plan, args: argparse.Namespace, workdir: Path) -> Path:
     from localnmt.runs.glue_runs import plan_row, row_scores
     from localnmt.runs.launch import run_logged
     from localnmt.runs.reproduce.page import glue_page
@@ -142,8 +156,6 @@ def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
     from localnmt.runs.train_run import claim_checkpoints
     from localnmt.steps import fingerprint
 
-    assert plan.data is not None
-    workdir = Path(args.workdir) / plan.stem
     baselines = {r.name: baseline_of(plan.rows, r, args.baseline) for r in plan.rows}
     start = time.time()
     scores: dict[str, dict] = {}

@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kernels",
         default="auto",
         help="auto (the pipeline's choice), all (each registered kernel, forced), "
-        "or one kernel name (forced, via localnmt.attention.kernels.FORCE_KERNEL)",
+        "or one kernel name (forced, via localnmt.attention.kernels.forced_kernel)",
     )
     a.add_argument(
         "--memory-budget",

@@ -33,7 +33,10 @@ def attend_affine(problem: AttentionProblem, affine: AffinePost) -> Tensor:
     """``(keep·p + add) @ V`` as ``keep·(p @ V)`` from a fused kernel plus ``add @ V``."""
     out = None
     if not (isinstance(affine.keep, float) and affine.keep == 0.0):
-        out = fast_attention(problem) * affine.keep
+        keep = affine.keep
+        if isinstance(keep, Tensor):  # float32 like the probabilities; the output keeps v's dtype
+            keep = keep.to(problem.v.dtype)
+        out = fast_attention(problem) * keep
     if affine.add is not None:
         added = grouped_matmul(affine.add.type_as(problem.v), problem.v, problem.key_group)
         out = added if out is None else out + added

@@ -31,6 +31,9 @@ from typing import Generic, TypeVar
 from torch import Tensor
 
 logger = logging.getLogger(__name__)
+# one line per attention call only when asked for: importing fairseq sets the root logger to
+# DEBUG (fairseq/models/wav2vec/wav2vec2_classification.py), which would otherwise turn it on
+logger.setLevel(logging.INFO)
 
 P = TypeVar("P")
 

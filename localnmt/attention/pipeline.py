@@ -199,7 +199,9 @@ class LocalAttention(MultiheadAttention):
             )  # fmt: skip
             if before_softmax:
                 kernels.note_reference(problem, "before_softmax: logits requested")
-                logits = dense_logits(problem)
+                # blocked keys at the output dtype's most negative finite value, not −inf
+                # (float16 cannot hold MASK_VALUE): a row without keys stays NaN-free
+                logits = dense_logits(problem).clamp(min=torch.finfo(query.dtype).min)
                 values = ctx.v.repeat_interleave(key_group, dim=0) if key_group > 1 else ctx.v
                 return logits.view(-1, *logits.shape[2:]).type_as(query), values.reshape(
                     -1, *values.shape[2:]

@@ -335,19 +335,28 @@ class LayerRun:
 
 
 def run_layer(
-    attention: LocalAttention, batch: LayerBatch, dtype: torch.dtype, need_weights: bool
+    attention: LocalAttention,
+    batch: LayerBatch,
+    dtype: torch.dtype,
+    need_weights: bool,
+    reference: bool = False,
 ) -> LayerRun:
-    """Forward and backward of a copy of ``attention`` in ``dtype``, the loss a fixed random
-    weighting of the outputs at real queries."""
+    """Forward and backward of a copy of ``attention`` in ``dtype`` on ``batch``'s device, the
+    loss a fixed random weighting of the outputs at real queries. ``need_weights`` takes the
+    dense path; ``reference`` the reference path all through (dense attention and the
+    methods' torch ops: a recorded call)."""
     import copy
 
-    layer = copy.deepcopy(attention).to(dtype)
+    layer = copy.deepcopy(attention).to(device=batch.query.device, dtype=dtype)
+    layer.recording = reference
+    need_weights = need_weights or reference
     query = batch.query.to(dtype).detach().requires_grad_()
     cross = batch.key is not batch.query
     key = batch.key.to(dtype).detach().requires_grad_() if cross else query
     out, _ = layer(query, key, key, key_padding_mask=batch.key_padding_mask,
                    attn_mask=batch.attn_mask, need_weights=need_weights)  # fmt: skip
     weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out.device)
+    layer.last_record = None
     real = batch.real_queries[..., None].to(out.dtype)
     (out.float() * weight * real).sum().backward()
     grads = {"query": query.grad} | ({"key": key.grad} if cross else {})
@@ -379,7 +388,7 @@ def compare_with_float32(reference: LayerRun, run: LayerRun, real_queries: Tenso
     pairs = {"output": (run.output * real, reference.output * real)}
     pairs |= {name: (run.gradients.get(name), g) for name, g in reference.gradients.items()}
     largest = max((float(g.abs().max()) for g in reference.gradients.values()), default=0.0)
-    worst, error = "", 0.0
+    worst, error = "output", 0.0
     for name, (got, want) in pairs.items():
         if got is None:
             return Comparison(float("inf"), f"{name}: no gradient", finite)

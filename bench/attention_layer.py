@@ -105,7 +105,7 @@ def catalog_spec_items() -> list[tuple[str, str]]:
     items: list[tuple[str, str]] = []
     for row in all_rows():
         try:
-            ns = parse_model_args(row.arch, row.args, [])
+            ns = parse_model_args(row.arch, row.args, [], quiet=True)
         except (Exception, SystemExit):
             continue
         for flag, site in flags.items():

@@ -39,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated subset of {','.join(SECTIONS)} (the environment always)",
     )
     p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the options and print what would run, without running it",
+    )
+    p.add_argument(
         "--methods",
         nargs="+",
         metavar="NAME",
@@ -122,8 +127,32 @@ def format_document(doc: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def plan(args: argparse.Namespace) -> str:
+    """What a run with these options would check (sections, cases, device)."""
+    import torch
+
+    import localnmt  # noqa: F401  (registers models and methods)
+    from localnmt.attention.testing import METHOD_CASES
+    from localnmt.check.kernel_choice import FAMILIES
+
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"error: unknown section(s) {sorted(unknown)} (valid: {SECTIONS})")
+    cases = [c for c in METHOD_CASES if _selected(c[1], args.methods)]
+    families = [f for f in FAMILIES if _selected(f[1], args.methods)]
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return (
+        f"localnmt-check ({'quick' if args.quick else 'full'}) on {device}: sections "
+        f"{','.join(sections)}; {len(cases)} layer cases, {len(families)} method families"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.dry_run:
+        print(plan(args))
+        return 0
     doc = run_checks(args)
     text = json.dumps(doc, indent=1)
     if args.out:

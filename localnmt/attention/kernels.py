@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
@@ -90,6 +91,32 @@ class AttentionProblem:
     stacked_groups: int = 1
     #: 2D-CSAN's keys before stacking, which the band kernel reads in place (or None).
     head_area: HeadArea | None = None
+
+    @cached_property
+    def band_reach(self) -> tuple[Tensor, Tensor]:
+        """Per-head ``(left, right)`` reach, int64 ``(H,)``: the intersection of all bands
+        (``1 << 30`` where none limits a head), the causal triangle capping ``right`` at 0.
+        Computed once per problem: a kernel's check and run both read it."""
+        heads, device = self.q.size(1), self.q.device
+        left = torch.full((heads,), 1 << 30, dtype=torch.long, device=device)
+        right = left.clone()
+        for band in self.bands:
+            left = torch.minimum(
+                left, torch.as_tensor(band.left, device=device).long().expand(heads)
+            )
+            right = torch.minimum(
+                right, torch.as_tensor(band.right, device=device).long().expand(heads)
+            )
+        if self.causal:
+            right = right.clamp(max=0)
+        return left, right
+
+    @cached_property
+    def band_extent(self) -> tuple[int, int]:
+        """The widest reach over heads, ``(max left, max right)``, read in one device sync."""
+        left, right = self.band_reach
+        widest_left, widest_right = torch.stack([left.max(), right.max()]).tolist()
+        return int(widest_left), int(widest_right)
 
     @property
     def has_bias(self) -> bool:

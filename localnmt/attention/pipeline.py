@@ -128,9 +128,11 @@ class LocalAttention(MultiheadAttention):
         assert value is not None
         return q, self.k_proj(key), self.v_proj(value)
 
+    def _dropout_active(self) -> bool:
+        return self.training or self.dropout_module.apply_during_inference
+
     def _dropout_p(self) -> float:
-        active = self.training or self.dropout_module.apply_during_inference
-        return self.dropout_module.p if active else 0.0
+        return self.dropout_module.p if self._dropout_active() else 0.0
 
     # ---- forward --------------------------------------------------------------------------
     def forward(

@@ -361,9 +361,7 @@ def run_layer(
     (out.float() * weight * real).sum().backward()
     grads = {"query": query.grad} | ({"key": key.grad} if cross else {})
     grads |= {name: p.grad for name, p in layer.named_parameters() if p.grad is not None}
-    return LayerRun(
-        out.detach().float(), {n: g.float() for n, g in grads.items() if g is not None}
-    )
+    return LayerRun(out.detach().float(), {n: g.float() for n, g in grads.items() if g is not None})
 
 
 @dataclass

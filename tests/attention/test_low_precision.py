@@ -52,7 +52,8 @@ def check_low_precision(
 
 def test_the_cases_cover_every_method():
     used = {item.method for _, spec in METHOD_CASES for item in parse_spec(spec)}
-    assert used == set(modifier_names())
+    # (names from "_" are test probes that other test files register)
+    assert used == {name for name in modifier_names() if not name.startswith("_")}
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -91,21 +91,6 @@ _FLASH_CPU, _FLASH_CPU_BACKWARD = _flash_cpu_ops()
 _FLASH_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _band_reach(problem: AttentionProblem, heads: int) -> tuple[Tensor, Tensor] | None:
-    """Per-head (left, right) reach, int64 ``(H,)``: the intersection of all bands."""
-    device = problem.q.device
-    left = torch.full((heads,), 1 << 30, dtype=torch.long, device=device)
-    right = left.clone()
-    for band in problem.bands:
-        band_left = torch.as_tensor(band.left, device=device).long().expand(heads)
-        band_right = torch.as_tensor(band.right, device=device).long().expand(heads)
-        left = torch.minimum(left, band_left)
-        right = torch.minimum(right, band_right)
-    if problem.causal:
-        right = right.clamp(max=0)
-    return left, right
-
-
 def band_attention(
     q: Tensor,
     k: Tensor,
@@ -443,8 +428,8 @@ def _check(problem: AttentionProblem) -> str | None:
     if is_forced("band"):
         return None
     k, v, _ = _keys(problem)
-    left, right = _band_reach(problem, problem.q.size(1))
-    widest = int(left.max()) + int(right.max()) + 1
+    reach_left, reach_right = problem.band_extent
+    widest = reach_left + reach_right + 1
     # with windows of 11 keys (1D, and each of 2D's 3 heads) the C kernel beat masked SDPA at
     # every length measured (T = 8 to 1024): no length threshold for windows up to C_WINDOW
     if native_band.takes(problem.q, k, v, problem.dropout_p) and widest <= C_WINDOW:
@@ -472,8 +457,8 @@ def band_kernel(problem: AttentionProblem) -> Tensor:
     """Band attention for window restrictions: in C where it runs, else in blocks."""
     k, v, area = _keys(problem)
     tq = problem.q.size(2)
-    left, right = _band_reach(problem, problem.q.size(1))
-    if int(left.max()) >= tq or int(right.max()) >= tq:
+    left, right = problem.band_reach
+    if max(problem.band_extent) >= tq:
         left, right = left.clamp(max=tq), right.clamp(max=tq)
     return band_attention(
         problem.q,

@@ -32,7 +32,6 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.dispatch import Declined, is_forced
-from localnmt.attention.fast.band import _band_reach
 from localnmt.attention.kernels import AttentionProblem, register_kernel
 
 #: Shortest sequence taken automatically on CUDA (below it a window saves few key blocks
@@ -187,7 +186,7 @@ def flex_kernel(problem: AttentionProblem) -> Tensor | Declined:
     groups = problem.stacked_groups
     bsz, heads, tq, _ = problem.q.shape
     tk = problem.k.size(2) // groups
-    left, right = _band_reach(problem, heads)
+    left, right = problem.band_reach
     left, right = left.clamp(max=tk), right.clamp(max=tk)
     score_mod = None
     if problem.quadratic:

@@ -8,7 +8,7 @@ float32 and each low precision the device supports, through the kernels and the 
 against the reference path; step-by-step decoding against the full pass; a few training
 updates of a tiny model per method with a finite, falling loss. Exit status 1 on any FAIL.
 
-    localnmt-check --quick          # about a minute on a 2-core CPU
+    localnmt-check --quick          # seconds on a 2-core CPU
     localnmt-check                  # fuller: longer sequences (band, FlexAttention), more updates
     localnmt-check --json > check.json
 """

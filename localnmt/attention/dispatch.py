@@ -243,11 +243,15 @@ class KernelRegistry(Generic[P]):
         chosen, out, tried = self.reference_name, None, 0
         try:
             if forced != self.reference_name:
+                common = self.common_reason
                 for kernel in self._kernels:
                     tried += 1
                     if forced is not None and kernel.name != forced:
                         continue
-                    why = self.reason(kernel, problem)
+                    # self.reason(kernel, problem), inlined: this loop runs at every call
+                    why = None if common is None else common(kernel.shares_source, problem)
+                    if why is None and kernel.check is not None:
+                        why = kernel.check(problem)
                     if why is None:
                         result = kernel.run(problem)
                         if isinstance(result, Tensor):

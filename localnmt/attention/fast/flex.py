@@ -21,6 +21,7 @@ A failure of the compiled kernel on first use is reported once and turns the ker
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 import weakref
@@ -46,8 +47,9 @@ _compiled: Callable[..., Tensor] | None = None
 _block_masks: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
 
 
+@functools.cache
 def available() -> bool:
-    """Whether this torch has FlexAttention."""
+    """Whether this torch has FlexAttention (asked once)."""
     try:
         import torch.nn.attention.flex_attention  # noqa: F401
     except ImportError:

@@ -56,6 +56,8 @@ mkdir -p "$OUT" || exit 2
 OUT="$(cd "$OUT" && pwd)"
 WORK="${TMPDIR:-/tmp}/localnmt_gpu_check"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# carried wheels go to a site folder of their own (setup), read before anything installed
+[[ -n "$WHEELS" ]] && export PYTHONPATH="$WORK/site:$PYTHONPATH"
 
 #: seconds per step; their sum must stay within BUDGET (9 minutes, with room for the start)
 BUDGET=540
@@ -155,7 +157,6 @@ if (( DRY_RUN )); then
   dry_run || FAILED=1
 else
   run_step setup setup
-  [[ -n "$WHEELS" ]] && export PYTHONPATH="$WORK/site:$PYTHONPATH"
   "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
     || echo "warning: torch sees no GPU: the CUDA steps will fail or skip" >&2
   run_step check "$PYTHON" -m localnmt.check "${CHECK_ARGS[@]}"

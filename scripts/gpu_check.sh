@@ -81,13 +81,13 @@ FAILED=0
 
 run_step() {  # name, then a command or a function of this script: run it under the step's
   local name="$1"; shift  # limit, log its output, record its status
-  local start rc status limit="${LIMIT[$name]}"
+  local start rc status limit="${LIMIT[$name]}" shown="$*"
   (( DRY_RUN )) && limit=$DRY_LIMIT
   if declare -F "$1" > /dev/null; then  # timeout runs programs: a function goes through bash
     set -- bash -c "$(declare -p PYTHON WORK OUT WHEELS QUICKSTART_ARGS); $(declare -f "$1"); $1"
   fi
   start=$(date +%s)
-  echo "[gpu_check $(date +%H:%M:%S)] $name (limit $limit s): ${*:0:12}"
+  echo "[gpu_check $(date +%H:%M:%S)] $name (limit $limit s): ${shown:0:160}"
   timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
   rc=$?
   case $rc in

@@ -178,7 +178,13 @@ def plan(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.device and args.device.startswith("cuda") and not args.dry_run:
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error(f"--device {args.device}: torch {torch.__version__} sees no CUDA device")
     if args.dry_run:
         print(plan(args))
         return 0

@@ -112,3 +112,14 @@ def test_kernels_trace_is_clean_after_a_run(capsys):
     with kernels.trace() as seen:
         pass
     assert seen.calls == []
+
+
+def test_a_cuda_device_without_cuda_is_an_error(capsys):
+    import pytest
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--device", "cuda", "--quick"])
+    assert exit_info.value.code == 2
+    assert "sees no CUDA device" in capsys.readouterr().err

@@ -74,6 +74,7 @@ setup(
             "localnmt-path=localnmt.paths:main",
             "localnmt-translate=localnmt.translate:main",
             "localnmt-train=localnmt.runs.train:main",
+            "localnmt-check=localnmt.check:main",
         ]
     },
 )

@@ -105,7 +105,7 @@ def catalog_spec_items() -> list[tuple[str, str]]:
     items: list[tuple[str, str]] = []
     for row in all_rows():
         try:
-            ns = parse_model_args(row.arch, row.args, [])
+            ns = parse_model_args(row.arch, row.args, [], quiet=True)
         except (Exception, SystemExit):
             continue
         for flag, site in flags.items():
@@ -220,55 +220,28 @@ def with_kernel(fn: Callable[[], None], name: str | None) -> Callable[[], None]:
 
 
 def chosen_path(layer: nn.Module, inputs: LayerInputs, kernel: str | None = None) -> str:
-    """Which code path the pipeline takes on these inputs: ``dense`` (the reference, when
-    probabilities are needed), the first registered kernel that accepts the problem, or
+    """Which code path the pipeline takes on these inputs, as its kernel trace reports it:
+    ``dense`` (the reference, when probabilities are needed), the kernel that ran, or
     ``fairseq`` for fairseq's module. With ``kernel`` only that one is tried (forced): a
-    RuntimeError says it declined."""
+    ``KernelDeclined`` error says why it declined."""
     from localnmt.attention import kernels, pipeline
 
     if not isinstance(layer, pipeline.LocalAttention):
         return "fairseq"
-    calls = []
-    original = pipeline.dense_probabilities
-
-    def counting(*args: Any, **kwargs: Any):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    pipeline.dense_probabilities = counting
-    if kernel is None:  # record which kernel the automatic choice takes (with gradients on)
-        taken: list[str] = []
-        saved = list(kernels._KERNELS)
-
-        def recording(name: str, fn: Callable) -> Callable:
-            def run(problem: Any) -> Any:
-                out = fn(problem)
-                if out is not None:
-                    taken.append(name)
-                return out
-
-            return run
-
-        kernels._KERNELS[:] = [(p, n, recording(n, fn)) for p, n, fn in saved]
-        try:
+    if kernel is None:  # the automatic choice, with gradients on
+        with kernels.trace() as seen:
             fwd_forward(layer, inputs)()
-        finally:
-            kernels._KERNELS[:] = saved
-            pipeline.dense_probabilities = original
-        if calls:
-            return "dense"
-        return taken[0] if taken else "dense"
-    try:
-        with torch.no_grad():
-            forward = fwd_forward(layer, inputs)
+        ran = seen.kernels("attention")
+        return "dense" if "dense" in ran or not ran else ran[0]
+    with torch.no_grad():
+        forward = fwd_forward(layer, inputs)
+        with kernels.trace() as seen:
             forward()
-            if calls:
-                return "dense"
-            with kernels.forced_kernel(kernel):
-                forward()
-            return kernel
-    finally:
-        pipeline.dense_probabilities = original
+        if "dense" in seen.kernels("attention"):
+            return "dense"
+        with kernels.forced_kernel(kernel):
+            forward()
+        return kernel
 
 
 def fwd_forward(layer: nn.Module, inputs: LayerInputs) -> Callable[[], None]:

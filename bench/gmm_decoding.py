@@ -4,7 +4,7 @@
 
 Beam search (``bench.generation``: 8 sentences, beam 4, exactly T steps) with the fairseq
 baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in five
-forms: the full model (eq. 6 and 10-13 in the fused C step, ``fast/gmm_step.py``, where it is
+forms: the full model (eq. 6 and 10-13 in the fused C step, ``fast/native/gmm_step.py``, where it is
 built; the first step and cross-attention keys once per sentence, ``attention/shared_source.py``);
 the full model with torch ops only; the full model run per hypothesis, as fairseq does;
 ``post`` returning the softmax unchanged (what remains is the reference path the modifier
@@ -27,7 +27,7 @@ from bench.measure import interleaved, switched
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import make_batch, make_dictionary
 from localnmt.attention import shared_source
-from localnmt.attention.fast import gmm_step
+from localnmt.attention.fast.native import gmm_step
 from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
 

@@ -8,8 +8,8 @@ One training step (``bench.training``: forward, label-smoothed cross-entropy, ba
 (``zhang2021/table-2/our-method/base`` by default) in these forms:
 
 - full: eq. 13 as ``(1 − g)·(α @ V) + (g·β) @ V`` on fused SDPA (``post_affine``), eq. 6 and
-  10-14 in C (``fast/gmm_mixture.py``, where it is built), the predictors' hand-written
-  backward (``fast/gmm_predictors.py``);
+  10-14 in C (``fast/native/gmm_mixture.py``, where it is built), the predictors' hand-written
+  backward (``fast/autograd/predictor_gemms.py``);
 - each of the three off in turn: "dense path" (γ = lerp(α, β, g) from explicit α),
   "torch ops" (eq. 6 and 10-14 as torch ops), "autograd predictors" (``F.linear``);
 - "all three off": the three together (the code before them);
@@ -36,7 +36,8 @@ from bench.models import build_baseline, build_candidate, parse_model_args, size
 from bench.synthetic import batch_size_for, make_batch, make_dictionary
 from bench.training import Trainer
 from localnmt.attention.context import AffinePost
-from localnmt.attention.fast import gmm_mixture, gmm_predictors
+from localnmt.attention.fast.autograd import predictor_gemms as gmm_predictors
+from localnmt.attention.fast.native import gmm_mixture
 from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
 

@@ -45,16 +45,24 @@ def size_overrides(embed_dim: int | None, ffn_dim: int | None) -> list[str]:
     return out
 
 
-def parse_model_args(arch: str, args: tuple[str, ...] | list[str], overrides: list[str]):
+def parse_model_args(
+    arch: str, args: tuple[str, ...] | list[str], overrides: list[str], quiet: bool = False
+):
     """The namespace ``fairseq-train --arch arch --share-all-embeddings args overrides``
-    would build the model from (no data needed)."""
+    would build the model from (no data needed). ``quiet``: a row that does not parse (not a
+    translation model) raises SystemExit without printing argparse's usage page."""
+    import contextlib
+    import io
+
     from fairseq import options
 
     import localnmt  # noqa: F401  (registers archs and methods)
 
     parser = options.get_training_parser()
     argv = ["/nonexistent", "--arch", arch, "--share-all-embeddings", *args, *overrides]
-    return options.parse_args_and_arch(parser, argv)
+    muted = contextlib.redirect_stderr(io.StringIO()) if quiet else contextlib.nullcontext()
+    with muted:
+        return options.parse_args_and_arch(parser, argv)
 
 
 def _task(dictionary) -> Any:

@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, help="untimed rounds first (default 2, quick 1)")
     p.add_argument("--no-memory", action="store_true", help="skip peak-memory measurements")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the options and print what would run (rows, lengths, methods, kernels) "
+        "without building or timing anything (any machine, also for --device cuda)",
+    )
     g = p.add_argument_group("models (training and beam search)")
     g.add_argument("--paper", action="append", help="only rows of this paper (repeatable)")
     g.add_argument("--rows", nargs="+", help="row names or shell patterns, e.g. 'yang2018/*/base'")
@@ -129,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kernels",
         default="auto",
         help="auto (the pipeline's choice), all (each registered kernel, forced), "
-        "or one kernel name (forced, via localnmt.attention.kernels.FORCE_KERNEL)",
+        "or one kernel name (forced, via localnmt.attention.kernels.forced_kernel)",
     )
     a.add_argument(
         "--memory-budget",
@@ -196,7 +202,7 @@ def quick_rows(rows: list) -> list:
         if r.size != "base" or r.paper in seen:
             continue
         try:
-            ns = parse_model_args(r.arch, r.args, [])
+            ns = parse_model_args(r.arch, r.args, [], quiet=True)
         except (Exception, SystemExit):
             continue
         flags = ("encoder_attn_modifiers", "decoder_attn_modifiers", "cross_attn_modifiers")
@@ -437,6 +443,37 @@ def run_band(args: argparse.Namespace, device: torch.device, result: dict[str, A
         log(f"band section failed: {err}")
 
 
+def plan(args: argparse.Namespace, device: torch.device) -> str:
+    """What a run with these options would measure, checked as far as it can be without
+    building anything: the catalog rows, the attention entries (specs parsed) and the kernel
+    names."""
+    from localnmt.attention.kernels import kernel_names
+
+    lines = [f"device {device}, dtype {args.dtype}, sections {','.join(args.section_list)}"]
+    if {"train", "generate"} & set(args.section_list):
+        rows = select_rows(args)
+        if not rows:
+            raise SystemExit("error: no catalog row matches --paper / --rows")
+        lines.append(f"{len(rows)} rows: {', '.join(r.name for r in rows)}")
+        lines.append(f"lengths {args.lengths}, {args.max_tokens} target tokens per batch, "
+                     f"beam {args.beam} over {args.gen_batch} sentences")  # fmt: skip
+    if "attention" in args.section_list:
+        entries = (
+            [attn.parse_entry(m) for m in args.methods]
+            if args.methods
+            else attn.default_entries(args.attn_heads)
+        )
+        if args.kernels not in ("auto", "all") and args.kernels not in kernel_names():
+            raise SystemExit(
+                f"error: unknown kernel '{args.kernels}' (valid: auto, all, "
+                f"{', '.join(kernel_names())})"
+            )
+        lines.append(f"{len(entries)} attention layers: {', '.join(e.label for e in entries)}")
+        lines.append(f"attention lengths {args.attn_lengths}, batch {args.attn_batch}, "
+                     f"kernels {args.kernels}")  # fmt: skip
+    return "\n".join(lines)
+
+
 def _error(section: str, what: str, err: BaseException) -> dict[str, str]:
     return {
         "section": section,
@@ -454,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     device = pick_device(args.device)
     args = resolve(args, device)
     import localnmt  # noqa: F401  (registers archs, methods, kernels)
+
+    if args.dry_run:
+        print(plan(args, device))
+        return 0
 
     machine = machine_info(device)
     log(describe(machine))

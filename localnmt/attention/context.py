@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.deferred import TensorSlot
+from localnmt.attention.head_area import HeadArea
 from localnmt.attention.record import AttentionRecord
 
 #: Finite fill for disallowed logits: large enough that ``exp`` underflows to exactly 0 in
@@ -132,6 +133,13 @@ class AttentionContext:
         key_group: ``k`` and ``v`` hold one row per this many consecutive query rows (beam
             search's hypotheses of one sentence: :mod:`localnmt.attention.shared_source`;
             only in layers whose modifiers do not read the keys); 1 otherwise.
+        stacked_groups: ``k`` and ``v`` hold this many groups of the same key positions,
+            stacked along the key axis by a transform (2D-CSAN's neighbouring heads); 1
+            otherwise. The pipeline hands it to the kernels with the problem.
+        head_area: 2D-CSAN's unstacked keys (:class:`~localnmt.attention.head_area.HeadArea`),
+            which the band kernel reads in place, or None.
+        extras: the modifiers' own cache within one call (e.g. relative-position buckets);
+            kernels never read it.
     """
 
     site: AttentionSite
@@ -147,6 +155,8 @@ class AttentionContext:
     record: AttentionRecord | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     key_group: int = 1
+    stacked_groups: int = 1
+    head_area: HeadArea | None = None
     _positions: list[Tensor] | None = field(default=None, repr=False)
 
     def _get_positions(self) -> list[Tensor]:

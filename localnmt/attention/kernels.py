@@ -2,26 +2,61 @@
 
 The pipeline turns the modifiers' outputs into an :class:`AttentionProblem`. When the caller
 needs the probabilities (weights, post-softmax modifiers, analyses) it runs
-:func:`dense_attention`, the reference. Otherwise :func:`fast_attention` tries the registered
-kernels in priority order and takes the first that accepts the problem; fused SDPA with a
-materialised mask is the last resort before the reference. Every kernel must give the same
-numbers as the reference (docs/design.md, "Kernels": the kernels, what each declines, and the
-tests that compare them with the reference).
+:func:`dense_attention`, the reference. Otherwise :func:`fast_attention` asks the registered
+kernels (``localnmt/attention/fast/``) in priority order and takes the first that accepts the
+problem; the reference runs when all decline. Every kernel must give the same numbers as the
+reference (docs/design.md, "Kernels").
+
+Each kernel says why it declines (:class:`Declined`, a reason for people, in the manner of
+xformers' ``not_supported_reasons``); :mod:`localnmt.attention.dispatch` keeps the registries,
+forcing (:func:`forced_kernel`) and the trace of which kernel ran (:func:`trace`).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from localnmt.attention.context import MASK_VALUE, AttentionContext, BandMask, QuadraticBias
-from localnmt.attention.deferred import TensorSlot
-from localnmt.attention.shared_source import from_groups, grouped_matmul, to_groups
+from localnmt.attention.deferred import TensorSlot, stored_shape
+from localnmt.attention.dispatch import (
+    Declined,
+    KernelCall,
+    KernelDeclined,
+    KernelRegistry,
+    KernelTrace,
+    forced_kernel,
+    is_forced,
+    trace,
+)
+from localnmt.attention.head_area import HeadArea
+from localnmt.attention.shared_source import grouped_matmul
+
+__all__ = [
+    "AttentionProblem",
+    "Declined",
+    "KernelCall",
+    "KernelDeclined",
+    "KernelTrace",
+    "REGISTRY",
+    "dense_attention",
+    "dense_logits",
+    "dense_probabilities",
+    "dropped_product",
+    "explain",
+    "fast_attention",
+    "forced_kernel",
+    "is_forced",
+    "kernel_names",
+    "masked_sdpa",
+    "register_kernel",
+    "trace",
+]
 
 
 @dataclass
@@ -51,6 +86,37 @@ class AttentionProblem:
     #: key group): the same object in every layer of a forward pass, so kernels can cache what
     #: they build from it by identity.
     padding_source: Tensor | None = None
+    #: Key groups stacked along the key axis by a transform (``k`` holds ``G`` groups of the
+    #: same ``Tk`` positions; 2D-CSAN's neighbouring heads): 1 otherwise.
+    stacked_groups: int = 1
+    #: 2D-CSAN's keys before stacking, which the band kernel reads in place (or None).
+    head_area: HeadArea | None = None
+
+    @cached_property
+    def band_reach(self) -> tuple[Tensor, Tensor]:
+        """Per-head ``(left, right)`` reach, int64 ``(H,)``: the intersection of all bands
+        (``1 << 30`` where none limits a head), the causal triangle capping ``right`` at 0.
+        Computed once per problem: a kernel's check and run both read it."""
+        heads, device = self.q.size(1), self.q.device
+        left = torch.full((heads,), 1 << 30, dtype=torch.long, device=device)
+        right = left.clone()
+        for band in self.bands:
+            left = torch.minimum(
+                left, torch.as_tensor(band.left, device=device).long().expand(heads)
+            )
+            right = torch.minimum(
+                right, torch.as_tensor(band.right, device=device).long().expand(heads)
+            )
+        if self.causal:
+            right = right.clamp(max=0)
+        return left, right
+
+    @cached_property
+    def band_extent(self) -> tuple[int, int]:
+        """The widest reach over heads, ``(max left, max right)``, read in one device sync."""
+        left, right = self.band_reach
+        widest_left, widest_right = torch.stack([left.max(), right.max()]).tolist()
+        return int(widest_left), int(widest_right)
 
     @property
     def has_bias(self) -> bool:
@@ -87,6 +153,18 @@ class AttentionProblem:
             if extra is not None:
                 allowed = extra if allowed is None else allowed & extra
         return allowed
+
+    def describe(self) -> str:
+        """Where and what, for traces and logs, e.g. ``encoder_self layer 1, B=2 H=4 Tq=9
+        Tk=9, float32 on cpu``."""
+        site = self.ctx.site
+        bsz, heads, tq, _ = self.q.shape
+        tk = stored_shape(self, "k")[2]
+        dtype = str(self.q.dtype).removeprefix("torch.")
+        return (
+            f"{site.kind} layer {site.layer + 1}, B={bsz} H={heads} Tq={tq} Tk={tk}, "
+            f"{dtype} on {self.q.device.type}"
+        )
 
 
 def guard_empty_rows(allowed: Tensor) -> Tensor:
@@ -166,98 +244,47 @@ def dropped_product(
     return grouped_matmul(used, problem.v, problem.key_group), used
 
 
-Kernel = Callable[[AttentionProblem], Tensor | None]
-_KERNELS: list[tuple[int, str, Kernel]] = []
+def _shared_source_reason(kernel_shares_source: bool, problem: AttentionProblem) -> str | None:
+    if problem.key_group > 1 and not kernel_shares_source:
+        return (
+            f"keys shared by groups of {problem.key_group} queries (beam search's shared "
+            "source): only shared_source takes them"
+        )
+    return None
 
 
-def register_kernel(name: str, priority: int) -> Callable[[Kernel], Kernel]:
-    """Decorator: add a kernel; higher priority is tried first. A kernel returns None to
-    decline a problem it cannot compute exactly."""
-
-    def wrap(fn: Kernel) -> Kernel:
-        _KERNELS[:] = [entry for entry in _KERNELS if entry[1] != name]
-        _KERNELS.append((priority, name, fn))
-        _KERNELS.sort(key=lambda entry: -entry[0])
-        return fn
-
-    return wrap
+#: The attention kernels (``@register_kernel``), with the dense reference as the fallback.
+REGISTRY: KernelRegistry[AttentionProblem] = KernelRegistry(
+    "attention",
+    reference_name="dense",
+    reference=lambda problem: dense_attention(problem)[0],
+    common_reason=_shared_source_reason,
+    describe=AttentionProblem.describe,
+)
+register_kernel = REGISTRY.register
+explain = REGISTRY.explain
 
 
 def kernel_names() -> list[str]:
-    return [name for _, name, _ in _KERNELS]
-
-
-#: Set to a kernel name to force it (tests, benchmarks); None = automatic choice.
-FORCE_KERNEL: str | None = None
-
-
-@contextlib.contextmanager
-def forced_kernel(name: str | None) -> Iterator[None]:
-    """Set :data:`FORCE_KERNEL` to ``name`` inside the block (None: automatic), then restore."""
-    global FORCE_KERNEL
-    old, FORCE_KERNEL = FORCE_KERNEL, name
-    try:
-        yield
-    finally:
-        FORCE_KERNEL = old
+    """The registered attention kernels, highest priority first."""
+    return REGISTRY.names()
 
 
 def fast_attention(problem: AttentionProblem) -> Tensor:
-    """Output ``(B, H, Tq, d)`` from the first kernel that accepts the problem."""
-    if problem.key_group > 1:
-        if FORCE_KERNEL is None:
-            return shared_source_attention(problem)
+    """Output ``(B, H, Tq, d)`` from the first kernel that accepts the problem (the dense
+    reference when all decline); a forced kernel that declines raises :class:`KernelDeclined`."""
+    forced = REGISTRY.forced()
+    if problem.key_group > 1 and forced is not None and not REGISTRY.shares_source(forced):
         problem = replace(  # the forced kernel, on one key row per query row
             problem,
             k=problem.k.repeat_interleave(problem.key_group, dim=0),
             v=problem.v.repeat_interleave(problem.key_group, dim=0),
             key_group=1,
         )
-    for _, name, kernel in _KERNELS:
-        if FORCE_KERNEL is not None and name != FORCE_KERNEL:
-            continue
-        out = kernel(problem)
-        if out is not None:
-            return out
-    if FORCE_KERNEL is not None:
-        raise RuntimeError(f"kernel '{FORCE_KERNEL}' declined the problem")
-    return dense_attention(problem)[0]
+    return REGISTRY.run(problem)
 
 
-def shared_source_attention(problem: AttentionProblem) -> Tensor:
-    """A problem whose keys serve groups of queries (``key_group``): fused SDPA on each
-    group's queries side by side where only padding restricts them (the padding is the same
-    within a group), else the dense path."""
-    restricted = problem.causal or problem.allowed is not None or bool(problem.bands)
-    if restricted or problem.has_bias:
-        return dense_attention(problem)[0]
-    group, tq = problem.key_group, problem.q.size(2)
-    mask = problem.key_padding_mask
-    allowed = None if mask is None else ~mask[::group, None, None, :]
-    queries = to_groups(problem.q, group)
-    out = masked_sdpa(queries, problem.k, problem.v, allowed, None, problem.dropout_p)
-    return from_groups(out, group, tq)
-
-
-@register_kernel("sdpa", priority=0)
-def sdpa_kernel(problem: AttentionProblem) -> Tensor | None:
-    """Fused ``scaled_dot_product_attention`` with a materialised mask (and bias in float32)."""
-    bias = None
-    if problem.has_bias:
-        if problem.q.dtype != torch.float32:
-            return None  # keep the bias in float32: the reference path does
-        bias = problem.total_bias()
-    only_causal = (
-        problem.causal
-        and problem.key_padding_mask is None
-        and problem.allowed is None
-        and not problem.bands
-        and problem.q.size(2) == problem.k.size(2)
-    )
-    if only_causal and bias is None:
-        return F.scaled_dot_product_attention(
-            problem.q, problem.k, problem.v, dropout_p=problem.dropout_p, is_causal=True, scale=1.0
-        )
-    return masked_sdpa(
-        problem.q, problem.k, problem.v, problem.dense_allowed(), bias, problem.dropout_p
-    )
+def note_reference(problem: AttentionProblem, why: str) -> None:
+    """Record in an active :func:`trace` that the pipeline itself took the dense reference
+    (it needs the probabilities), and why."""
+    REGISTRY.note_reference(problem, why)

@@ -88,6 +88,18 @@ class AttentionRecord:
     #: one record per modifier with values of its own, in pipeline order
     methods: list[Any] = field(default_factory=list)
 
+    def keep_before_post(self, probs: Tensor) -> None:
+        """The softmax output, before the post stage changes it."""
+        self.probs_before_post = probs.detach()
+
+    def keep_dense(self, logits: Tensor, probs: Tensor) -> None:
+        """What the dense path computed: logits and the probabilities after the post stage
+        (the same tensor as ``probs_before_post`` where no post stage ran)."""
+        self.logits = logits.detach()
+        self.probs = probs.detach()
+        if self.probs_before_post is None:
+            self.probs_before_post = self.probs
+
     def add(self, values: Any) -> None:
         """Keep a modifier's record (a dataclass; its tensors are detached)."""
         self.methods.append(_detached(values))

@@ -398,13 +398,14 @@ def test_recording_off_builds_no_record(monkeypatch):
     assert ours.last_record is None
 
 
-def test_forced_kernel_declining_raises():
+def test_forced_kernel_declining_raises_and_says_why():
     ours = _site_attention("_probe_quadratic").to(torch.bfloat16)
     x, _, pad, _ = inputs("encoder_self", "left")
-    with pytest.raises(RuntimeError, match="declined"):
+    why = "kernel 'sdpa' declined .*: a bias with bfloat16 inputs"
+    with pytest.raises(kernels.KernelDeclined, match=why):
         with kernels.forced_kernel("sdpa"):
             ours(x.bfloat16(), x.bfloat16(), x.bfloat16(), key_padding_mask=pad, need_weights=False)
-    assert kernels.FORCE_KERNEL is None  # restored after the error
+    assert not kernels.is_forced("sdpa")  # restored after the error
 
 
 @register_modifier

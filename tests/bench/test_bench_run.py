@@ -268,7 +268,7 @@ def test_gmm_decoding_benchmark_runs_and_restores_post(capsys) -> None:
     """bench.gmm_decoding on a tiny config: one row per form (no timing asserted); the GMM
     modifier's post and the C-step switch are left as they were."""
     from bench import gmm_decoding
-    from localnmt.attention.fast import gmm_step
+    from localnmt.attention.fast.native import gmm_step
     from localnmt.attention.methods.gmm import GaussianMixture
 
     before, enabled = GaussianMixture.post, gmm_step.ENABLED
@@ -284,7 +284,8 @@ def test_gmm_training_benchmark_runs_and_restores_switches(capsys) -> None:
     """bench.gmm_training on a tiny config: one row per form (no timing asserted); the GMM
     modifier's post_affine and the C and predictor switches are left as they were."""
     from bench import gmm_training
-    from localnmt.attention.fast import gmm_mixture, gmm_predictors
+    from localnmt.attention.fast.autograd import predictor_gemms as gmm_predictors
+    from localnmt.attention.fast.native import gmm_mixture
     from localnmt.attention.methods.gmm import GaussianMixture
 
     before = (GaussianMixture.post_affine, gmm_mixture.ENABLED, gmm_predictors.ENABLED)

@@ -79,8 +79,8 @@ def _beam(model, d, sample: dict, incremental: bool) -> list:
     ids=["gmm", "gmm-norm", "synthesis", "hardcoded", "localness-cross", "rel-pos", "plain"],
 )
 def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monkeypatch):
-    from localnmt.attention import pipeline, shared_source
-    from localnmt.attention.fast import gmm_step
+    from localnmt.attention import incremental, shared_source
+    from localnmt.attention.fast.native import gmm_step
     from localnmt.attention.methods.gmm import GaussianMixture
     from localnmt.attention.methods.rel_pos import RelativePosition
 
@@ -103,7 +103,7 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
     counted(RelativePosition, "step_buckets", "step buckets", lambda r: r is not None)
     counted(gmm_step, "mixture_post", "fused C step", lambda r: r is not None)
     counted(shared_source, "first_step_group", "first step per sentence", lambda g: g > 1)
-    counted(pipeline, "regroup", "keys regrouped", lambda r: r[1] > 1)
+    counted(incremental, "regroup", "keys regrouped", lambda r: r[1] > 1)
     fast = _beam(model, d, sample, True)
     taken = dict(shortcuts)
     reference = _beam(model, d, sample, False)
@@ -130,7 +130,7 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
         assert taken["keys regrouped"] >= 2
     if arch == "localnmt_base" and not extra:
         assert taken["keys regrouped"] > 2
-    # the paper's variant decodes through the fused C step where it is built (fast/gmm_step.py)
+    # the paper's variant decodes through the fused C step where it is built (kernel gmm_c_step)
     assert (taken["fused C step"] > 0) == (arch == "zhang2021_gmm_base" and gmm_step.ENABLED)
     assert shortcuts == taken
 

@@ -10,7 +10,7 @@ Handles: bands (ints or per-head tensors; several intersect), key padding (left 
 within a sentence, real-token positions differ by the same amount as indices), the causal
 triangle, dropout, and stacked key groups from a ``transform`` (``G`` groups of ``Tk`` keys
 sharing positions; every group gets the same band). 2D-CSAN's groups are neighbouring heads:
-the kernel takes the unstacked keys (``ctx.extras[HEAD_AREA]``), cuts each head's window once
+the kernel takes the unstacked keys (``problem.head_area``), cuts each head's window once
 and reads head ``h``'s ``G`` windows (heads ``h - a … h + a``, wrapped) as consecutive rows of
 an overlapping strided view, so the stacked ``G·T`` keys, deferred by the transform, are never
 built. SDPA runs over ``(B·nb)`` blocks × ``H`` heads, so the mask broadcasts over heads when
@@ -25,7 +25,7 @@ call (glibc maps allocations over 32 MiB anew; ``python -m bench.band_chunks`` t
 against a reused tensor).
 
 Before any of this, :func:`band_attention` hands float32 CPU problems without dropout (1D
-bands and 2D-CSAN head areas) to the C kernel of ``fast/band_cpu.py``, where it is built: no
+bands and 2D-CSAN head areas) to the C kernel of ``fast/native/band.py``, where it is built: no
 blocks or windows there, each query visits only its own keys. The blocked paths below run
 where it declines (dropout, other dtypes, GPU, stacked key groups) or is not built.
 
@@ -42,16 +42,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from localnmt.attention import kernels
 from localnmt.attention.deferred import stored, stored_shape
-from localnmt.attention.fast import band_cpu
-from localnmt.attention.fast.band_cpu import c_band_attention
+from localnmt.attention.dispatch import is_forced, note
+from localnmt.attention.fast.native import band as native_band
 from localnmt.attention.kernels import AttentionProblem, register_kernel
-from localnmt.attention.methods.csan import HEAD_AREA, KEY_GROUPS, HeadArea
 
 #: Query block size. 32 measured best of {16, 32, 64} on the 2-core CPU (bench/band_attention.py).
 BLOCK = 32
-#: Shortest key sequence the blocked kernels take when not forced (the C path of band_cpu.py has
+#: Shortest key sequence the blocked kernels take when not forced (the C path of native/band.py has
 #: none for windows up to C_WINDOW keys: with 11 it beat masked SDPA from T = 8 up,
 #: ``python -m bench.band_attention``). The 1D band's
 #: alternative is fused SDPA with a boolean mask: fwd+bwd band / masked SDPA = 1.23 at T = 128,
@@ -93,21 +91,6 @@ _FLASH_CPU, _FLASH_CPU_BACKWARD = _flash_cpu_ops()
 _FLASH_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _band_reach(problem: AttentionProblem, heads: int) -> tuple[Tensor, Tensor] | None:
-    """Per-head (left, right) reach, int64 ``(H,)``: the intersection of all bands."""
-    device = problem.q.device
-    left = torch.full((heads,), 1 << 30, dtype=torch.long, device=device)
-    right = left.clone()
-    for band in problem.bands:
-        band_left = torch.as_tensor(band.left, device=device).long().expand(heads)
-        band_right = torch.as_tensor(band.right, device=device).long().expand(heads)
-        left = torch.minimum(left, band_left)
-        right = torch.minimum(right, band_right)
-    if problem.causal:
-        right = right.clamp(max=0)
-    return left, right
-
-
 def band_attention(
     q: Tensor,
     k: Tensor,
@@ -141,8 +124,9 @@ def band_attention(
         tk = k.size(2) // groups
     assert tk == tq, "band attention needs self-attention (Tq == Tk)"
     if area is not None or groups == 1:  # each query visits only its window, in C
-        out = c_band_attention(q, k, v, left, right, key_padding_mask, area, dropout_p)
+        out = native_band.c_band_attention(q, k, v, left, right, key_padding_mask, area, dropout_p)
         if out is not None:
+            note("C" + (", head area" if area else ""))
             return out
     reach_l = max(int(left.max()), 0)
     reach_r = max(int(right.max()), 0)
@@ -188,8 +172,10 @@ def band_attention(
         allowed = allowed | ~nonempty
     keys = groups * span
     if _chunked_flash_applies(q, dropout_p):
+        note("blocked, chunked fused CPU op")
         out = _ChunkedFlashBand.apply(qb, k, v, allowed, layout)
     else:
+        note("blocked, SDPA over blocks")
         # fused SDPA over (B·nb) independent blocks: its CPU kernels beat small batched GEMMs
         kw, vw = _BlockWindows.apply(k, layout), _BlockWindows.apply(v, layout)
         batch = bsz * nblocks
@@ -412,39 +398,67 @@ class _ChunkedFlashBand(torch.autograd.Function):
         return dq, dk, dv, None, None
 
 
-@register_kernel("band", priority=20)
-def band_kernel(problem: AttentionProblem) -> Tensor | None:
-    """Blocked band attention for window restrictions; None when it cannot or should not."""
-    if not problem.bands or problem.allowed is not None or problem.has_bias:
-        return None
-    groups = int(problem.ctx.extras.get(KEY_GROUPS, 1))
-    bsz, heads, tq, _ = problem.q.shape
-    if stored_shape(problem, "k")[2] != groups * tq:
-        return None  # not full self-attention (incremental decoding, cross-attention)
-    if problem.causal and groups != 1:
-        return None
-    head_area = problem.ctx.extras.get(HEAD_AREA)
+def _keys(problem: AttentionProblem) -> tuple[Tensor, Tensor, int | None]:
+    """``(k, v, area)``: 2D-CSAN's unstacked keys read in place (``area`` = heads wrapped on
+    each side) where its head area is what the problem holds, else the problem's keys."""
+    area = problem.head_area
     if (
-        isinstance(head_area, HeadArea)
-        and stored(problem, "k") is head_area.k_stack
-        and stored(problem, "v") is head_area.v_stack
-        and groups == 2 * head_area.half + 1
+        area is not None
+        and stored(problem, "k") is area.k_stack
+        and stored(problem, "v") is area.v_stack
+        and problem.stacked_groups == area.groups
     ):  # neighbouring heads read in place: the stacked keys are never built
-        k, v, area = head_area.k, head_area.v, head_area.half
-    else:
-        k, v, area = problem.k, problem.v, None
-    left, right = _band_reach(problem, heads)
-    widest = int(left.max()) + int(right.max()) + 1
+        return area.k, area.v, area.half
+    return problem.k, problem.v, None
+
+
+def _check(problem: AttentionProblem) -> str | None:
+    if not problem.bands:
+        return "no window (band) restricts the keys"
+    if problem.allowed is not None:
+        return "a dense mask (only bands, padding and the causal triangle)"
+    if problem.has_bias:
+        return "a bias"
+    groups = problem.stacked_groups
+    tq = problem.q.size(2)
+    if stored_shape(problem, "k")[2] != groups * tq:
+        return "not full self-attention (a decoding step or cross-attention)"
+    if problem.causal and groups != 1:
+        return "causal with stacked key groups"
+    if is_forced("band"):
+        return None
+    k, v, _ = _keys(problem)
+    reach_left, reach_right = problem.band_extent
+    widest = reach_left + reach_right + 1
     # with windows of 11 keys (1D, and each of 2D's 3 heads) the C kernel beat masked SDPA at
     # every length measured (T = 8 to 1024): no length threshold for windows up to C_WINDOW
-    c_path = band_cpu.takes(problem.q, k, v, problem.dropout_p) and widest <= C_WINDOW
-    forced = kernels.FORCE_KERNEL == "band"
-    short = tq < (MIN_LENGTH if groups == 1 else MIN_LENGTH_GROUPED)
-    if short and not (forced or c_path):
+    if native_band.takes(problem.q, k, v, problem.dropout_p) and widest <= C_WINDOW:
         return None
-    if widest - 1 + BLOCK >= 2 * tq and not (forced or c_path):
-        return None  # band as wide as the sequence: dense is cheaper than the blocked kernels
-    if int(left.max()) >= tq or int(right.max()) >= tq:
+    shortest = MIN_LENGTH if groups == 1 else MIN_LENGTH_GROUPED
+    if tq < shortest:
+        c_kernel = _c_reason(widest)
+        return f"T = {tq} < {shortest}, where masked SDPA is as fast (C kernel: {c_kernel})"
+    if widest - 1 + BLOCK >= 2 * tq:
+        return "a band as wide as the sequence: dense is cheaper than the blocked kernels"
+    return None
+
+
+def _c_reason(widest: int) -> str:
+    """Why the C kernel does not take the problem without the length rules."""
+    if not native_band.ENABLED:
+        return "localnmt._band not built"
+    if widest > C_WINDOW:
+        return f"window of {widest} keys > {C_WINDOW}"
+    return "needs float32 on the CPU without dropout"
+
+
+@register_kernel("band", priority=20, check=_check)
+def band_kernel(problem: AttentionProblem) -> Tensor:
+    """Band attention for window restrictions: in C where it runs, else in blocks."""
+    k, v, area = _keys(problem)
+    tq = problem.q.size(2)
+    left, right = problem.band_reach
+    if max(problem.band_extent) >= tq:
         left, right = left.clamp(max=tq), right.clamp(max=tq)
     return band_attention(
         problem.q,
@@ -453,7 +467,7 @@ def band_kernel(problem: AttentionProblem) -> Tensor | None:
         left,
         right,
         key_padding_mask=problem.key_padding_mask,
-        groups=groups,
+        groups=problem.stacked_groups,
         dropout_p=problem.dropout_p,
         area=area,
     )

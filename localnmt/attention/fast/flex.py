@@ -21,6 +21,7 @@ A failure of the compiled kernel on first use is reported once and turns the ker
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 import weakref
@@ -31,8 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.attention import kernels
-from localnmt.attention.fast.band import KEY_GROUPS, _band_reach
+from localnmt.attention.dispatch import Declined, is_forced
 from localnmt.attention.kernels import AttentionProblem, register_kernel
 
 #: Shortest sequence taken automatically on CUDA (below it a window saves few key blocks
@@ -47,8 +47,9 @@ _compiled: Callable[..., Tensor] | None = None
 _block_masks: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
 
 
+@functools.cache
 def available() -> bool:
-    """Whether this torch has FlexAttention."""
+    """Whether this torch has FlexAttention (asked once)."""
     try:
         import torch.nn.attention.flex_attention  # noqa: F401
     except ImportError:
@@ -145,34 +146,49 @@ def _block_mask(problem: AttentionProblem, left: Tensor, right: Tensor, groups: 
     return block_mask
 
 
-@register_kernel("flex", priority=30)
-def flex_kernel(problem: AttentionProblem) -> Tensor | None:
-    """FlexAttention with a block mask for the window; None when it cannot or should not."""
-    global _disabled
-    forced = kernels.FORCE_KERNEL == "flex"
-    if _disabled or not available():
-        return None
-    if not forced and (problem.q.device.type != "cuda" or not problem.bands):
-        return None
-    if problem.allowed is not None or problem.dense_bias is not None or problem.dropout_p > 0:
-        return None
+def _check(problem: AttentionProblem) -> str | None:
+    forced = is_forced("flex")
+    if _disabled:
+        return "turned off (LOCALNMT_FLEX=0, or it failed before)"
+    if not available():
+        return f"this torch ({torch.__version__}) has no FlexAttention"
+    if not forced and problem.q.device.type != "cuda":
+        return "CUDA only unless forced (no backward on CPU; the CPU has band and SDPA)"
+    if not forced and not problem.bands:
+        return "no window (band) restricts the keys"
+    if problem.allowed is not None:
+        return "a dense mask (SDPA takes it)"
+    if problem.dense_bias is not None:
+        return "a dense bias (SDPA takes it)"
+    if problem.dropout_p > 0:
+        return "attention dropout (FlexAttention has none)"
     if problem.ctx.site.kind == "cross":
-        return None
+        return "cross-attention"
     needs_grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (problem.q, problem.k, problem.v)
     )
     if problem.q.device.type == "cpu" and needs_grad:
-        return None  # no FlexAttention backward on CPU
-    groups = int(problem.ctx.extras.get(KEY_GROUPS, 1))
-    bsz, heads, tq, _ = problem.q.shape
+        return "needs gradients on the CPU (no FlexAttention backward there)"
+    groups = problem.stacked_groups
+    tq = problem.q.size(2)
     tk = problem.k.size(2) // groups
     if tk * groups != problem.k.size(2) or tq > tk:
-        return None
+        return "more queries than keys"
     if problem.quadratic and groups != 1:
-        return None
+        return "a Gaussian bias with stacked key groups"
     if not forced and tk < MIN_LENGTH:
-        return None
-    left, right = _band_reach(problem, heads)
+        return f"Tk = {tk} < {MIN_LENGTH}, where SDPA with a mask is as fast"
+    return None
+
+
+@register_kernel("flex", priority=30, check=_check)
+def flex_kernel(problem: AttentionProblem) -> Tensor | Declined:
+    """FlexAttention with a block mask for the window (and a ``score_mod`` for Gaussians)."""
+    global _disabled
+    groups = problem.stacked_groups
+    bsz, heads, tq, _ = problem.q.shape
+    tk = problem.k.size(2) // groups
+    left, right = problem.band_reach
     left, right = left.clamp(max=tk), right.clamp(max=tk)
     score_mod = None
     if problem.quadratic:
@@ -190,10 +206,10 @@ def flex_kernel(problem: AttentionProblem) -> Tensor | None:
                 scale=1.0,
             )  # fmt: skip
     except Exception as err:  # a compiler or driver problem: report once, fall back
-        if forced:
+        if is_forced("flex"):
             raise
         _disabled = True
         warnings.warn(
             f"localnmt: FlexAttention failed ({err!r}); using the other kernels", stacklevel=2
         )
-        return None
+        return Declined(f"failed: {err!r} (turned off)")

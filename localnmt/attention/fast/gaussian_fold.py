@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from localnmt.attention.dispatch import Declined
 from localnmt.attention.kernels import AttentionProblem, masked_sdpa, register_kernel
 
 #: Largest folded-term magnitude accepted (see the module docstring).
@@ -52,16 +53,24 @@ def fold(problem: AttentionProblem) -> tuple[Tensor, Tensor] | None:
     return q, k
 
 
-@register_kernel("gaussian_fold", priority=20)
-def gaussian_fold_kernel(problem: AttentionProblem) -> Tensor | None:
-    """SDPA on ``[q, a, b']·[k, j'², j']`` with the boolean restrictions as a mask."""
-    if not problem.quadratic or problem.dense_bias is not None:
-        return None
+def _check(problem: AttentionProblem) -> str | None:
+    if not problem.quadratic:
+        return "no Gaussian (quadratic) bias to fold"
+    if problem.dense_bias is not None:
+        return "a dense bias"
     if problem.q.dtype != torch.float32:
-        return None
+        dtype = str(problem.q.dtype).removeprefix("torch.")
+        return f"{dtype} inputs (the folded terms need float32)"
+    return None
+
+
+@register_kernel("gaussian_fold", priority=20, check=_check)
+def gaussian_fold_kernel(problem: AttentionProblem) -> Tensor | Declined:
+    """SDPA on ``[q, a, b']·[k, j'², j']`` with the boolean restrictions as a mask."""
     folded = fold(problem)
     if folded is None:
-        return None
+        reason = f"folded terms larger than {MAX_FOLD_MAGNITUDE:g} (float32 would lose accuracy)"
+        return Declined(reason)
     q, k = folded
     only_causal = (
         problem.causal

@@ -13,7 +13,8 @@ SAN padding never does. We read it as ordinary masked padding.)
 neighbouring heads' keys and values as ``(B, H, (N+1)·Tk, d)`` (group ``g`` = head offset
 ``g - N/2``) and ``restrict`` returns the same band over every group. The stack is deferred
 (localnmt/attention/deferred.py): the band kernel reads the neighbouring heads of the unstacked
-keys in place (``ctx.extras[HEAD_AREA]``, fast/band.py) and never builds it; other kernels
+keys in place (``ctx.head_area``, handed to the kernels with the problem; fast/band.py) and
+never builds it; other kernels
 build it on first read as a strided view of one head-padded copy (heads wrapped,
 ``(B, H + N, T, d)``), not ``N+1`` copies.
 
@@ -28,33 +29,13 @@ Parameter-free: neither variant adds parameters.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
 
 from localnmt.attention.context import AttentionContext, AttentionSite, BandMask
-from localnmt.attention.deferred import Deferred
+from localnmt.attention.head_area import HeadArea, area_view, deferred_area_view
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
-
-#: ``ctx.extras`` key: number of key groups stacked along the key axis by a transform (2D).
-KEY_GROUPS = "key_groups"
-#: ``ctx.extras`` key: the :class:`HeadArea` behind 2D-CSAN's stacked keys (kernels read it).
-HEAD_AREA = "head_area"
-
-
-@dataclass
-class HeadArea:
-    """2D-CSAN's key set before stacking: group ``g`` of head ``h`` is head ``(h + g - half)
-    mod H`` of ``k``/``v`` ``(B, H, T, d)``; ``k_stack``/``v_stack`` are the deferred stacks put
-    in the context (a kernel checks them to know no later transform replaced the keys)."""
-
-    half: int
-    k: Tensor
-    v: Tensor
-    k_stack: Deferred
-    v_stack: Deferred
 
 
 def _check_window(name: str, window: int, site: AttentionSite) -> None:
@@ -136,18 +117,18 @@ class Csan2D(AttentionModifier):
 
     def transform(self, ctx: AttentionContext) -> None:
         groups = self.options.area_heads
-        if self.head_selection is None and KEY_GROUPS not in ctx.extras:
+        if self.head_selection is None and ctx.stacked_groups == 1:
             k, v = ctx.k, ctx.v
             k_stack, v_stack = deferred_area_view(k, groups), deferred_area_view(v, groups)
             ctx.k, ctx.v = k_stack, v_stack
-            ctx.extras[HEAD_AREA] = HeadArea(groups // 2, k, v, k_stack, v_stack)
+            ctx.head_area = HeadArea(groups // 2, k, v, k_stack, v_stack)
         else:
             ctx.k = expand_heads(ctx.k, groups, self.head_selection)
             ctx.v = expand_heads(ctx.v, groups, self.head_selection)
         if ctx.key_padding_mask is not None:
             ctx.key_padding_mask = ctx.key_padding_mask.repeat(1, groups)
         ctx.key_positions = ctx.key_positions.repeat(1, groups)
-        ctx.extras[KEY_GROUPS] = ctx.extras.get(KEY_GROUPS, 1) * groups
+        ctx.stacked_groups *= groups
 
     def restrict(self, ctx: AttentionContext) -> BandMask:
         half = self.options.window // 2
@@ -169,23 +150,3 @@ def expand_heads(
     parts = [torch.where(keep, part, x) for part in parts]
     bsz, heads, t, dim = x.shape
     return torch.stack(parts, dim=2).reshape(bsz, heads, groups * t, dim)
-
-
-def deferred_area_view(x: Tensor, groups: int) -> Deferred:
-    """:func:`area_view` of ``x``, built only when a kernel reads it."""
-    bsz, heads, t, dim = x.shape
-    return Deferred(functools.partial(area_view, x, groups), (bsz, heads, groups * t, dim))
-
-
-def area_view(x: Tensor, groups: int) -> Tensor:
-    """The eq. 7–8 layout of :func:`expand_heads` without selection, as a view: heads wrapped once
-    (``(B, H + G - 1, T, d)``, one copy), then group ``g`` of head ``h`` is padded head
-    ``h + g``: a window of ``G`` heads (``unfold``) whose ``(G, T)`` axes merge without a copy.
-    """
-    bsz, heads, t, dim = x.shape
-    half = groups // 2
-    if half == 0:
-        return x
-    wrapped = torch.cat([x[:, heads - half :], x, x[:, :half]], dim=1)
-    windows = wrapped.unfold(1, groups, 1)  # (B, H, T, d, G)
-    return windows.permute(0, 1, 4, 2, 3).reshape(bsz, heads, groups * t, dim)

@@ -43,22 +43,23 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from localnmt.attention.context import AffinePost, AttentionContext, AttentionSite
-from localnmt.attention.fast import gmm_mixture, gmm_step
-from localnmt.attention.fast.gmm_predictors import predictor_outputs
+from localnmt.attention.fast.autograd.predictor_gemms import predictor_outputs
+from localnmt.attention.mixture import (  # noqa: F401  (EXP_FLOOR, MixtureSum: re-exported)
+    EXP_FLOOR,
+    MixtureParams,
+    MixtureProblem,
+    MixtureSum,
+    PredictorLayout,
+    combine,
+    gated_mixture,
+    mixture_attention,
+)
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 from localnmt.attention.record import tensor_field
 
 #: Upper clamp of the arguments of exp() in the synthesis network (e^8 ≈ 2981), so that the
 #: unnormalised mixture stays finite in fp16.
 EXP_CLAMP = 8.0
-#: Lower clamp of the exponent of each mixture term (eq. 6): e^-87 ≈ 1.6e-38 is float32's
-#: smallest normal number. torch's vectorised CPU exp takes a slow path below it: 115 µs for a
-#: (32, 8, 1, 4, 32) decoding-step tensor with a third of its exponents there, 33 µs clamped
-#: (one thread of the 2-core CPU, ``python -m bench.threads``). Such terms come with
-#: concentrated components (small σ, long sources). A clamped term is e^-87 instead of
-#: smaller: β moves by at most K·1.6e-38, and the backward (which recomputes the terms)
-#: gives such a term a gradient of e^-87·z/σ instead of about 0.
-EXP_FLOOR = -87.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -148,111 +149,6 @@ class PredictorBank(nn.Module):
         return folded
 
 
-@dataclass
-class MixtureParams:
-    """Per head, target token and component, ``(B, H, Tq, K)``: ``log ω − log Z``, ``μ``,
-    ``σ``, and ``log ω`` (ω itself only for the analyses)."""
-
-    log_scale: Tensor
-    mu: Tensor
-    sigma: Tensor
-    log_omega: Tensor
-
-    @property
-    def omega(self) -> Tensor:
-        return self.log_omega.exp()
-
-
-class _MixtureSum(torch.autograd.Function):
-    """``Σ_k exp(s_k − z_k²/2)``, ``z_k = (j − μ_k)/σ_k``, that keeps only the ``(…, K)``
-    parameters for backward and recomputes the ``(…, K, Tk)`` terms there (the plain autograd
-    graph saves several of them: K times the attention map, per layer, for the whole step).
-
-    Gradients, with ``t_kj`` the terms and ``g_j`` the incoming gradient::
-
-        ∂/∂s_k = Σ_j g_j t_kj,   ∂/∂μ_k = Σ_j g_j t_kj z_kj / σ_k,
-        ∂/∂σ_k = Σ_j g_j t_kj z_kj² / σ_k
-    """
-
-    @staticmethod
-    def _terms(log_scale: Tensor, mu: Tensor, sigma: Tensor, j: Tensor) -> tuple[Tensor, Tensor]:
-        z = (j - mu.unsqueeze(-1)).div_(sigma.unsqueeze(-1))  # (B, H, Tq, K, Tk)
-        terms = torch.addcmul(log_scale.unsqueeze(-1), z, z, value=-0.5)
-        return z, terms.clamp_(min=EXP_FLOOR).exp_()
-
-    @staticmethod
-    def sum_terms(log_scale: Tensor, mu: Tensor, sigma: Tensor, j: Tensor) -> Tensor:
-        """The forward sum with one ``(…, K, Tk)`` temporary, overwritten in place."""
-        z = (j - mu.unsqueeze(-1)).div_(sigma.unsqueeze(-1))
-        terms = torch.addcmul(log_scale.unsqueeze(-1), z, z, value=-0.5, out=z)
-        return terms.clamp_(min=EXP_FLOOR).exp_().sum(-2)
-
-    @staticmethod
-    def forward(ctx, log_scale: Tensor, mu: Tensor, sigma: Tensor, j: Tensor) -> Tensor:
-        ctx.save_for_backward(log_scale, mu, sigma, j)
-        return _MixtureSum.sum_terms(log_scale, mu, sigma, j)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        log_scale, mu, sigma, j = ctx.saved_tensors
-        z, t = _MixtureSum._terms(log_scale, mu, sigma, j)
-        t.mul_(grad.unsqueeze(-2))  # g_j t_kj; the Σ_j below as sums over the last axis
-        d_scale = t.sum(dim=-1)  # (faster on CPU than K×Tk matrix-vector products)
-        t.mul_(z)
-        d_mu = t.sum(dim=-1).div_(sigma)
-        t.mul_(z)
-        d_sigma = t.sum(dim=-1).div_(sigma)
-        return d_scale, d_mu, d_sigma, None
-
-
-def mixture_attention(
-    params: MixtureParams, positions: Tensor, real: Tensor | None, normalise: bool,
-    length: Tensor | None = None, blocked: Tensor | None = None,
-) -> Tensor:  # fmt: skip
-    """β of eq. 6 for all heads and components at once, ``(B, H, Tq, Tk)`` float32:
-    ``Σ_k exp(log ω_k − log Z_k − z²/2)`` with ``z = (j − μ_k)/σ_k``.
-
-    ``positions`` ``(B, Tk)``: j of each key, the real ones ``p, p+1, …, p+J−1``; ``real``
-    ``(B, Tk)`` True at real keys (None: all real); ``blocked``: ``~real`` as ``(B, 1, 1,
-    Tk)`` when the caller has it. Padded keys get β = 0. With ``normalise`` (``length`` =
-    J, ``(B, 1, Tq, 1)``, required) each row is divided by its sum after a shift by its
-    largest term (found in closed form: the real position nearest each μ_k), so the sum is
-    at least 1 and cannot underflow to 0, as a softmax of log β."""
-    j = positions[:, None, None, None, :].float()  # (B, 1, 1, 1, Tk)
-    if blocked is None and real is not None:
-        blocked = ~real[:, None, None, :]
-    log_scale = params.log_scale
-    if normalise:
-        assert length is not None, "normalise needs the source length J"
-        log_scale = log_scale - _largest_term(params, positions, real, length)
-    args = (log_scale, params.mu, params.sigma, j)
-    if torch.is_grad_enabled() and any(a.requires_grad for a in args[:3]):
-        beta = _MixtureSum.apply(*args)
-    else:  # inference: the same sum, without the autograd Function's call overhead
-        beta = _MixtureSum.sum_terms(*args)
-    if blocked is not None:  # β is a fresh tensor, and no backward reads it
-        beta = beta.masked_fill_(blocked, 0.0)
-    if normalise:
-        beta = beta / beta.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(beta.dtype).tiny)
-    return beta
-
-
-def _largest_term(params: MixtureParams, positions: Tensor, real: Tensor | None,
-                  length: Tensor) -> Tensor:  # fmt: skip
-    """``max_kj (log ω_k − log Z_k − z_kj²/2)`` over the real keys, ``(B, H, Tq, 1)``, no
-    gradient (a shift of a whole row cancels in the normalisation); 0 for a source with
-    no real key."""
-    with torch.no_grad():
-        pos = positions.float()
-        first = pos if real is None else pos.masked_fill(~real, math.inf)
-        lo = first.amin(dim=-1)[:, None, None, None]  # j of the first real key
-        hi = lo + length - 1
-        nearest = torch.minimum(torch.maximum(torch.round(params.mu - lo) + lo, lo), hi)
-        z = (nearest - params.mu) / params.sigma
-        top = torch.addcmul(params.log_scale, z, z, value=-0.5).amax(dim=-1, keepdim=True)
-        return torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-
-
 @register_modifier
 class GaussianMixture(AttentionModifier):
     """Gaussian mixture attention fused with dot-product cross-attention (eq. 6-15)."""
@@ -303,9 +199,9 @@ class GaussianMixture(AttentionModifier):
         if options.fusion == "gate":
             outs["gate"] = 1
         self.predictors = PredictorBank(dim, outs)
-        self._step_layout = (  # the fused decoding step (fast/gmm_step.py) covers eq. 10-12
-            gmm_step.OutputLayout.of(self.predictors.names, self.predictors.outs, k,
-                                     options.fusion, options.sigma_min)
+        self._step_layout = (  # the C kernels (fast/gmm_mixture.py) cover eq. 10-12 of approx
+            PredictorLayout.of(self.predictors.names, self.predictors.outs, k, options.fusion,
+                               options.sigma_min)
             if options.variant == "approx"
             else None
         )  # fmt: skip
@@ -408,7 +304,7 @@ class GaussianMixture(AttentionModifier):
 
     def post_affine(self, ctx: AttentionContext) -> AffinePost | None:
         """Eq. 13 as ``(1 − g)·α + g·β``: α @ V then comes from a fused kernel. Not in
-        incremental decoding, whose step has its own fused path (fast/gmm_step.py)."""
+        incremental decoding, whose step has its own kernel (``gmm_c_step``)."""
         if ctx.incremental or ctx.recording:
             return None
         scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
@@ -417,72 +313,53 @@ class GaussianMixture(AttentionModifier):
         return AffinePost(self._keep(outputs), self._gamma(ctx, self.source(ctx), outputs, shape))
 
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
-        sources = self.source(ctx)
-        positions, real, _, length = sources
+        sources = self.source(ctx)  # first: a new source batch forgets the reused weights
         scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
         outputs = self.predictors.outputs(ctx.q, scale, reuse=ctx.incremental)
-        if ctx.incremental and self._step_layout is not None and not ctx.recording:
-            layout = self._step_layout  # eq. 6 and 10-13 in one C call (fast/gmm_step.py)
-            fused = gmm_step.mixture_post(layout, outputs, probs, positions, length, real)
-            if fused is not None:
-                return fused
         return self._gamma(ctx, sources, outputs, probs.shape, probs)
 
     def _gamma(self, ctx: AttentionContext, sources: Sources, outputs: Tensor,
                shape: tuple[int, ...], probs: Tensor | None = None) -> Tensor:  # fmt: skip
         """Eq. 13 from the raw predictor outputs: ``γ = (1 − g)·α + g·β`` with α = ``probs``,
-        or ``g·β`` alone where ``probs`` is None (:meth:`post_affine`'s added term). Eq. 6 and
-        10-14 in C where it can (``approx``), else eq. 6 and 13 in C, else torch ops."""
+        or ``g·β`` alone where ``probs`` is None (:meth:`post_affine`'s added term): the
+        registered kernels of :mod:`localnmt.attention.mixture` (C where they can), or torch
+        ops where the call is recorded (the analyses read μ, σ, ω, g and β)."""
         positions, real, blocked, length = sources
-        alpha = None if self.options.fusion == "gmm" else probs
+        problem = MixtureProblem(
+            site=self.site,
+            outputs=outputs,
+            shape=tuple(shape),
+            positions=positions,
+            real=real,
+            blocked=blocked,
+            length=length,
+            parameters_fn=lambda raw: self._mixture_and_gate(ctx, raw, length),
+            probs=probs,
+            fusion=self.options.fusion,
+            normalise=self.options.variant == "norm",
+            layout=self._step_layout,
+            decoding_step=ctx.incremental,
+        )
         if not ctx.recording:
-            fused = self._gated_in_c(ctx, outputs, length, positions, real, shape, alpha)
-            if fused is not None:
-                return fused
-        params, gate = self._mixture_and_gate(ctx, outputs, length)
-        normalise = self.options.variant == "norm"
-        if not (ctx.recording or normalise):
-            fused = gmm_mixture.gated_mixture(
-                params.log_scale, params.mu, params.sigma, positions, real, gate, alpha, shape
-            )
-            if fused is not None:
-                return fused
+            return gated_mixture(problem)
+        assert probs is not None
+        params, gate = problem.parameters()
         beta = mixture_attention(
-            params, positions, real, normalise=normalise, length=length, blocked=blocked
+            params, positions, real, normalise=problem.normalise, length=length, blocked=blocked
         )
-        if ctx.recording:
-            assert probs is not None
-            ctx.keep(
-                GaussianMixtureRecord(
-                    alpha=probs,
-                    beta=beta,
-                    gate=gate.squeeze(-1)
-                    if isinstance(gate, Tensor)
-                    else probs.new_full(probs.shape[:3], gate),
-                    mu=params.mu,
-                    sigma=params.sigma,
-                    omega=params.omega,
-                )
+        ctx.keep(
+            GaussianMixtureRecord(
+                alpha=probs,
+                beta=beta,
+                gate=gate.squeeze(-1)
+                if isinstance(gate, Tensor)
+                else probs.new_full(probs.shape[:3], gate),
+                mu=params.mu,
+                sigma=params.sigma,
+                omega=params.omega,
             )
-        if alpha is None:
-            return beta if isinstance(gate, float) and gate == 1.0 else beta * gate
-        return torch.lerp(alpha, beta, gate)
-
-    def _gated_in_c(self, ctx: AttentionContext, outputs: Tensor, length: Tensor,
-                    positions: Tensor, real: Tensor | None, shape: tuple[int, ...],
-                    alpha: Tensor | None = None) -> Tensor | None:  # fmt: skip
-        """``g·β`` (or with ``alpha`` γ) from the raw predictor outputs by eq. 6 and 10-14 in
-        C (variant ``approx``, fast/gmm_mixture.py), or None where that path declines."""
-        if self._step_layout is None:
-            return None
-
-        def reference(raw: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | float]:
-            params, gate = self._mixture_and_gate(ctx, raw, length)
-            return params.log_scale, params.mu, params.sigma, gate
-
-        return gmm_mixture.approx_gated_mixture(
-            self._step_layout, outputs, length, positions, real, shape, reference, alpha
         )
+        return combine(beta, gate, problem.alpha)
 
     def _keep(self, outputs: Tensor) -> Tensor | float:
         """``1 − g`` of eq. 13 (eq. 14's gate from its raw output column)."""

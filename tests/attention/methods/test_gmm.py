@@ -11,32 +11,21 @@ import math
 import pytest
 import torch
 
-from localnmt.attention import AttentionSite, LocalAttention, SpecError
+from localnmt.attention import AttentionSite, LocalAttention, SpecError, testing
 from localnmt.attention.methods.gmm import GaussianMixtureRecord
+from localnmt.attention.mixture import MixtureParams, MixtureSum, mixture_attention
 from localnmt.attention.spec import build_modifiers, parse_spec
 
 E, H, B, TQ, TK = 16, 4, 3, 6, 9
 D = E // H
 
 
-def padding(lengths: list[int], total: int, side: str) -> torch.Tensor:
-    mask = torch.ones(len(lengths), total, dtype=torch.bool)
-    for i, n in enumerate(lengths):
-        if side == "left":
-            mask[i, total - n :] = False
-        else:
-            mask[i, :n] = False
-    return mask
+padding = testing.padding_mask
 
 
 def make(spec: str, seed: int = 0) -> LocalAttention:
-    torch.manual_seed(seed)
-    site = AttentionSite("cross", 0, 1, E, H)
-    attn = LocalAttention(
-        E, H, site=site, modifiers=build_modifiers(parse_spec(spec), site),
-        encoder_decoder_attention=True,
-    )  # fmt: skip
-    return attn.eval()
+    """A cross-attention layer with the spec's modifiers, eval mode."""
+    return testing.make_attention("cross", spec, embed_dim=E, heads=H, seed=seed)
 
 
 def inputs(side: str, lengths=(TK, TK - 3, 2)):
@@ -132,21 +121,6 @@ CASES = [
 ]
 
 
-#: The ``approx`` variant under each option the C paths handle (decoding step, training
-#: mixture): test_gmm_step and test_gmm_mixture run both paths on these.
-APPROX_SPECS = [
-    "gmm",
-    "gmm[k=1]",
-    "gmm[k=7]",
-    "gmm[share=mean]",
-    "gmm[share=variance]",
-    "gmm[share=weight]",
-    "gmm[fusion=average]",
-    "gmm[fusion=gmm]",
-    "gmm[sigma_min=1.5,offset=0]",
-]
-
-
 def spec_of(opts: dict) -> str:
     body = ",".join(f"{k}={v}" for k, v in opts.items())
     return f"gmm[{body}]" if body else "gmm"
@@ -167,8 +141,6 @@ def test_matches_paper_equations(opts, side):
 def test_sigma_floor_and_coverage():
     """Approximate normalisation: with σ ≥ 0.5 and the 3σ interval inside the sentence, each
     component sums to ≈1 on the integer grid (the paper's ">90 % coverage")."""
-    from localnmt.attention.methods.gmm import MixtureParams, mixture_attention
-
     J = 40
     mu = torch.tensor([0.05, 1.7, 10.3, 25.0, 38.4, 39.95])
     sigma = torch.minimum(torch.minimum(torch.full_like(mu, J / 6 * 0.9), mu / 3), (J - mu) / 3)
@@ -192,8 +164,6 @@ def test_strict_normalisation_survives_underflow(side):
     """Our Method+Norm.: each row is Σ_k ω_k N(j; μ_k, σ_k) over the real keys divided by its
     sum, also where every term underflows float32 (weights e^-300, means off the sentence);
     the reference sums in log space, in float64."""
-    from localnmt.attention.methods.gmm import MixtureParams, mixture_attention
-
     torch.manual_seed(3)
     lengths, tk, k = [7, 4], 7, 3
     real = ~padding(lengths, tk, side)
@@ -342,53 +312,19 @@ def test_invalid_specs_are_rejected(spec, kind):
         build_modifiers(parse_spec(spec), site)
 
 
-# ---- hard-coded Gaussian (You et al. 2020) --------------------------------------------------
-
-
-@pytest.mark.parametrize("side", ["left", "right"])
-def test_hardcoded_gaussian_matches_definition(side):
-    attn = make("hardcoded_gaussian[ratio=1.5,std=1.0]")
-    x, src, pad = inputs(side)
-    _, w = attn(x, src, src, key_padding_mask=pad, need_head_weights=True)
-    for b in range(B):
-        real = (~pad[b]).nonzero().flatten()
-        J = len(real)
-        for i in range(TQ):
-            mu = min(1.5 * i, J - 1)
-            g = torch.tensor([math.exp(-((j - mu) ** 2) / 2) for j in range(J)])
-            expected = torch.zeros(TK)
-            expected[real] = g / g.sum()
-            for h in range(H):
-                torch.testing.assert_close(w[h, b, i], expected, atol=1e-6, rtol=0)
-
-
-def test_hardcoded_gaussian_incremental_equals_full():
-    attn = make("hardcoded_gaussian")
-    x, src, pad = inputs("left")
-    with torch.no_grad():
-        full, _ = attn(x, src, src, key_padding_mask=pad)
-        state: dict = {}
-        for t in range(TQ):
-            o, _ = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
-                        static_kv=True)  # fmt: skip
-            torch.testing.assert_close(o[0], full[t], atol=1e-6, rtol=0)
-
-
 def test_mixture_sum_gradients():
     """The memory-saving mixture Function against autograd's finite differences, with
     per-component parameters and with parameters shared across components (stride 0)."""
-    from localnmt.attention.methods.gmm import _MixtureSum
-
     torch.manual_seed(0)
     shape = (2, 3, 4, 3)
     j = torch.arange(TK, dtype=torch.double)[None, None, None, None, :] + 0.5
     scale = torch.randn(shape, dtype=torch.double, requires_grad=True)
     mu = (torch.rand(shape, dtype=torch.double) * TK).requires_grad_()
     sigma = (torch.rand(shape, dtype=torch.double) + 0.5).requires_grad_()
-    assert torch.autograd.gradcheck(_MixtureSum.apply, (scale, mu, sigma, j))
+    assert torch.autograd.gradcheck(MixtureSum.apply, (scale, mu, sigma, j))
     shared_mu = (torch.rand(shape[:-1] + (1,), dtype=torch.double) * TK).requires_grad_()
     assert torch.autograd.gradcheck(
-        lambda s, m, g: _MixtureSum.apply(s, m.expand(shape), g, j), (scale, shared_mu, sigma)
+        lambda s, m, g: MixtureSum.apply(s, m.expand(shape), g, j), (scale, shared_mu, sigma)
     )
 
 

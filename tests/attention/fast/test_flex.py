@@ -4,11 +4,10 @@ decoding, stacked key groups and Gaussian biases; it declines what it cannot com
 
 from __future__ import annotations
 
-import attention_cases
 import pytest
 import torch
 
-from localnmt.attention import AttentionSite, LocalAttention, kernels
+from localnmt.attention import AttentionSite, LocalAttention, kernels, testing
 from localnmt.attention.fast import flex
 
 pytestmark = pytest.mark.skipif(not flex.available(), reason="torch without FlexAttention")
@@ -17,7 +16,7 @@ C, H, T, B = 32, 4, 21, 3
 
 
 def make_attention(kind: str, spec: str) -> LocalAttention:
-    return attention_cases.make_attention(kind, spec, C, H)
+    return testing.make_attention(kind, spec, embed_dim=C, heads=H)
 
 
 @pytest.fixture
@@ -27,7 +26,7 @@ def force_flex():
 
 
 def padding(left: bool) -> torch.Tensor:
-    return attention_cases.padding(B, T, 8, left)
+    return testing.mixed_padding(B, T, 8, "left" if left else "right")
 
 
 ENCODER_SPECS = [
@@ -130,7 +129,7 @@ def test_new_mask_at_the_old_address_gets_its_own_block_mask(force_flex, spec):
     torch.testing.assert_close(fast[real], ref[real], atol=1e-5, rtol=1e-4)
 
 
-def test_declines():
+def test_declines_with_reasons():
     from localnmt.attention.context import AttentionContext, BandMask
     from localnmt.attention.kernels import AttentionProblem
 
@@ -138,17 +137,25 @@ def test_declines():
     site = AttentionSite("encoder_self", 0, 1, 16, 2)
     ctx = AttentionContext(site=site, query_input=q, q=q, k=q, v=q, key_padding_mask=None)
     band = [BandMask(3, 3)]
+
+    def reason(problem: AttentionProblem) -> str | None:
+        return kernels.explain(problem)["flex"]
+
     # on CPU it is never chosen automatically
-    assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, bands=band)) is None
+    assert "CUDA only" in reason(AttentionProblem(ctx, q, q, q, bands=band))
     with kernels.forced_kernel("flex"):
-        assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, bands=band)) is not None
-        assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, bands=band, dropout_p=0.1)) is None
+        taken = AttentionProblem(ctx, q, q, q, bands=band)
+        assert reason(taken) is None and kernels.fast_attention(taken) is not None
+        assert "dropout" in reason(AttentionProblem(ctx, q, q, q, bands=band, dropout_p=0.1))
         dense = torch.ones(300, 300, dtype=torch.bool)
-        assert flex.flex_kernel(AttentionProblem(ctx, q, q, q, allowed=dense)) is None
+        assert "dense mask" in reason(AttentionProblem(ctx, q, q, q, allowed=dense))
         grad_q = q.clone().requires_grad_()
-        assert flex.flex_kernel(AttentionProblem(ctx, grad_q, q, q, bands=band)) is None
+        needs_grad = AttentionProblem(ctx, grad_q, q, q, bands=band)
+        assert "gradients on the CPU" in reason(needs_grad)
+        with pytest.raises(kernels.KernelDeclined, match="gradients on the CPU"):
+            kernels.fast_attention(needs_grad)  # forced: the error says why
         cross = AttentionContext(
             site=AttentionSite("cross", 0, 1, 16, 2), query_input=q, q=q, k=q, v=q,
             key_padding_mask=None,
         )  # fmt: skip
-        assert flex.flex_kernel(AttentionProblem(cross, q, q, q, bands=band)) is None
+        assert reason(AttentionProblem(cross, q, q, q, bands=band)) == "cross-attention"

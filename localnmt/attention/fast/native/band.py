@@ -1,6 +1,7 @@
 """Band attention on the CPU in C: each query visits only its window (``localnmt/csrc/band.c``).
 
-:func:`band_attention` (fast/band.py) calls :func:`c_band_attention` first. It computes the
+The band kernel's :func:`~localnmt.attention.fast.band.band_attention` calls
+:func:`c_band_attention` first. It computes the
 same softmax over the same keys as the blocked kernels, directly: query ``i`` of head ``h``
 meets the real keys ``j`` with ``-left[h] ≤ j - i ≤ right[h]`` of its own head (1D) or of
 heads ``h - a … h + a`` read in place (2D-CSAN's head area), with no query blocks, key windows
@@ -19,24 +20,20 @@ torch ops.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from localnmt.cbuild import load_extension
+from localnmt.attention.fast.native import has_memory, load, run_by_sentences
+from localnmt.attention.head_area import area_view
 
 # None without a C compiler at install time, or when built from other sources
 # (localnmt/cbuild.py): the blocked kernels run
-_band = load_extension("_band", "band.c")
+_band = load("_band", "band.c")
 
 #: Switch for tests and benchmarks (False: the blocked kernels of band.py).
 ENABLED = _band is not None
-
-_pool: ThreadPoolExecutor | None = None
-_pool_key = (0, 0)  # (process id, workers): a forked child must not reuse its parent's pool
 
 
 def takes(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> bool:
@@ -52,20 +49,6 @@ def takes(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> bool:
             t.device.type == "cpu" and t.dtype == torch.float32 and has_memory(t) for t in (q, k, v)
         )
     )
-
-
-def has_memory(t: Tensor) -> bool:
-    """A plain tensor with storage: not ``torch.func``'s wrapped or batched tensors (inside a
-    vmapped backward a batched gradient looks plain but has no storage), not a subclass."""
-    if type(t) not in (Tensor, torch.nn.Parameter):
-        return False
-    if torch._C._functorch.is_functorch_wrapped_tensor(t):
-        return False
-    try:
-        t.untyped_storage()
-    except (NotImplementedError, RuntimeError):
-        return False
-    return True
 
 
 def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
@@ -91,32 +74,6 @@ def c_band_attention(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tenso
     # views of the projections, can be freed; keeping them too cost a third copy of q, k, v)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     return _CBand.apply(q, k, v, left, right, real, -1 if area is None else area)
-
-
-def _sentence_ranges(bsz: int) -> list[tuple[int, int]]:
-    parts = max(1, min(torch.get_num_threads(), bsz))
-    bounds = [bsz * i // parts for i in range(parts + 1)]
-    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if lo < hi]
-
-
-def run_by_sentences(fn, args: tuple, bsz: int, grads: tuple) -> None:
-    """``fn(*args, b0, b1, grads)`` over sentence ranges, on this thread and the pool's (a C
-    kernel that releases the GIL: band.c, gmm_mixture.c)."""
-    global _pool, _pool_key
-    ranges = _sentence_ranges(bsz)
-    if len(ranges) == 1:
-        fn(*args, 0, bsz, grads)
-        return
-    if _pool is None or _pool_key[0] != os.getpid() or _pool_key[1] < len(ranges) - 1:
-        _pool_key = (os.getpid(), len(ranges) - 1)
-        _pool = ThreadPoolExecutor(max_workers=_pool_key[1], thread_name_prefix="localnmt-c")
-    futures = [_pool.submit(fn, *args, lo, hi, grads) for lo, hi in ranges[1:]]
-    try:
-        fn(*args, *ranges[0], grads)
-    finally:  # the threads write into the caller's tensors: never return before they end
-        wait(futures)
-    for future in futures:
-        future.result()
 
 
 class _CBand(torch.autograd.Function):
@@ -172,14 +129,12 @@ def _dense_band(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
     """The same attention with torch ops over a materialised (T, G·T) mask, rows without keys
     0: what backward differentiates where C cannot run (a ``torch.func`` batched gradient, or
     ``create_graph``). Plain matmul and softmax rather than kernels.masked_sdpa: fused SDPA's
-    CPU backward cannot be differentiated again (tests/attention/test_band_cpu.py)."""
+    CPU backward cannot be differentiated again (tests/attention/fast/test_band_native.py)."""
     bsz, heads, t, _ = q.shape
     groups = 1
     if area >= 0:
-        from localnmt.attention.methods.csan import expand_heads
-
         groups = 2 * area + 1
-        k, v = expand_heads(k, groups), expand_heads(v, groups)
+        k, v = area_view(k, groups), area_view(v, groups)
     i = torch.arange(t, device=q.device)[:, None]
     rel = torch.arange(t, device=q.device).repeat(groups)[None, :] - i  # (T, G·T)
     allowed = (rel >= -left.view(-1, 1, 1)) & (rel <= right.view(-1, 1, 1))  # (H, T, G·T)

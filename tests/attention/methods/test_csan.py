@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from localnmt.attention import SpecError, kernels
+from localnmt.attention import SpecError, kernels, testing
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.pipeline import LocalAttention
 from localnmt.attention.spec import build_modifiers, parse_spec
@@ -18,12 +18,10 @@ E, H = 32, 4
 def make_attention(
     spec: str, kind: str = "encoder_self", seed: int = 0, heads: int = H
 ) -> LocalAttention:
-    torch.manual_seed(seed)
-    embed = heads * (E // H)
-    site = AttentionSite(kind, 0, 6, embed, heads, max_positions=64)
-    return LocalAttention(
-        embed, heads, site=site, modifiers=build_modifiers(parse_spec(spec), site),
-        self_attention=True,
+    """One layer of 6 (window limit 64 positions), ``E // H`` dims per head, training mode."""
+    return testing.make_attention(
+        kind, spec, embed_dim=heads * (E // H), heads=heads, num_layers=6, max_positions=64,
+        seed=seed, self_attention=True, train=True,
     )  # fmt: skip
 
 
@@ -32,13 +30,7 @@ def padded_batch(side: str, lengths=(9, 14, 5), seed: int = 1, embed: int = E):
     g = torch.Generator().manual_seed(seed)
     t = max(lengths)
     x = torch.randn(t, len(lengths), embed, generator=g)
-    pad = torch.ones(len(lengths), t, dtype=torch.bool)
-    for b, n in enumerate(lengths):
-        if side == "left":
-            pad[b, t - n :] = False
-        else:
-            pad[b, :n] = False
-    return x, pad
+    return x, testing.padding_mask(lengths, t, side)
 
 
 def reference(att: LocalAttention, x, pad, window: int, area: int = 1) -> torch.Tensor:

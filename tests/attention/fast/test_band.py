@@ -1,7 +1,7 @@
 """Blocked band kernel == dense reference, outputs (real queries) and gradients.
 
 These tests run the blocked paths (chunked fused op, SDPA over blocks) with the C path of
-fast/band_cpu.py switched off; tests/attention/test_band_cpu.py tests the C path.
+fast/native/band.py switched off; test_band_native.py tests the C path.
 """
 
 from __future__ import annotations
@@ -9,21 +9,26 @@ from __future__ import annotations
 import pytest
 import torch
 
+from localnmt.attention import head_area, kernels
 from localnmt.attention.fast import band
-from localnmt.attention.fast.band import (
-    MIN_LENGTH,
-    MIN_LENGTH_GROUPED,
-    band_attention,
-    band_kernel,
+from localnmt.attention.fast.band import MIN_LENGTH, MIN_LENGTH_GROUPED, band_attention
+from localnmt.attention.fast.native import band as native_band
+from localnmt.attention.testing import (
+    assert_layer_kernels_agree,
+    assert_same_at_real_queries,
+    band_inputs,
+    dense_band,
+    make_attention,
 )
+from localnmt.attention.testing import stacked_heads as stacked
+
+inputs = band_inputs
 
 
 @pytest.fixture(autouse=True)
 def blocked_paths(monkeypatch):
     """The blocked kernels, not the C path that runs before them where it is built."""
-    from localnmt.attention.fast import band_cpu
-
-    monkeypatch.setattr(band_cpu, "ENABLED", False)
+    monkeypatch.setattr(native_band, "ENABLED", False)
 
 
 @pytest.fixture
@@ -42,45 +47,6 @@ def one_sentence_chunks(monkeypatch):
     monkeypatch.setattr(band, "CHUNK_BYTES", 1)
     monkeypatch.setattr(band, "_FLASH_CPU", counting)
     return seen
-
-
-def dense_band(q, k, v, left, right, pad, groups=1, causal=False):
-    """Plain restatement: softmax over keys with -left <= j-i <= right, real keys only."""
-    b, h, t, _ = q.shape
-    i = torch.arange(t)[:, None]
-    j = torch.arange(t).repeat(groups)[None, :]
-    rel = j - i
-    allowed = (rel[None] >= -left.view(-1, 1, 1)) & (rel[None] <= right.view(-1, 1, 1))
-    if causal:
-        allowed = allowed & (rel[None] <= 0)
-    allowed = allowed[None] & ~pad[:, None, None, :]
-    logits = (q @ k.transpose(-1, -2)).masked_fill(~allowed, float("-inf"))
-    return torch.softmax(logits, -1).nan_to_num(0.0) @ v  # padded queries: no key
-
-
-def inputs(side: str, t=45, groups=1, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(3, 4, t, 8, generator=g).requires_grad_()
-    k = torch.randn(3, 4, groups * t, 8, generator=g).requires_grad_()
-    v = torch.randn(3, 4, groups * t, 8, generator=g).requires_grad_()
-    pad = torch.zeros(3, t, dtype=torch.bool)
-    if side == "left":
-        pad[0, :7], pad[2, :30] = True, True
-    else:
-        pad[0, -7:], pad[2, -30:] = True, True
-    return q, k, v, pad, pad.repeat(1, groups)
-
-
-def assert_same_at_real_queries(got, want, pad, inputs) -> None:
-    """Outputs at real queries and the gradients of ``inputs`` through them agree (padded
-    queries' outputs are never read: kernels may differ there)."""
-    real = ~pad[:, None, :, None]
-    torch.testing.assert_close(got * real, want * real, atol=1e-5, rtol=1e-5)
-    weight = torch.randn_like(got)
-    g1 = torch.autograd.grad((got * real * weight).sum(), inputs)
-    g2 = torch.autograd.grad((want * real * weight).sum(), inputs)
-    for a, b in zip(g1, g2, strict=True):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
@@ -150,31 +116,7 @@ def test_chunked_cpu_path_equals_the_sdpa_path(area, one_sentence_chunks, monkey
 def test_layer_band_equals_layer_sdpa(spec, kind):
     """A whole LocalAttention layer at T = MIN_LENGTH + 4 (padding or fairseq's causal mask):
     outputs at real queries and input gradients through the band kernel == the SDPA kernel."""
-    from localnmt.attention import kernels
-    from localnmt.attention.context import AttentionSite
-    from localnmt.attention.pipeline import LocalAttention
-    from localnmt.attention.spec import build_modifiers, parse_spec
-
-    torch.manual_seed(0)
-    site = AttentionSite(kind, 0, 1, 16, 4)
-    att = LocalAttention(16, 4, site=site, modifiers=build_modifiers(parse_spec(spec), site),
-                         self_attention=True)  # fmt: skip
-    t, bsz = MIN_LENGTH + 4, 3
-    x = torch.randn(t, bsz, 16, requires_grad=True)
-    pad, mask = torch.zeros(bsz, t, dtype=torch.bool), None
-    if kind == "decoder_self":
-        pad, mask = None, torch.triu(torch.full((t, t), float("-inf")), 1)
-    else:
-        pad[1, :40], pad[2, : t // 2] = True, True
-    real = torch.ones(t, bsz, 1) if pad is None else (~pad).T[..., None].float()
-    weight = torch.randn(t, bsz, 16) * real
-    results = []
-    for name in ("band", "sdpa"):
-        with kernels.forced_kernel(name):
-            y, _ = att(x, x, x, key_padding_mask=pad, attn_mask=mask, need_weights=False)
-        results.append((y * real, *torch.autograd.grad((y * weight).sum(), x)))
-    for a, b in zip(*results, strict=True):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert_layer_kernels_agree(spec, kind, ("band", "sdpa"), MIN_LENGTH + 4)
 
 
 def test_chunked_cpu_path_only_without_dropout():
@@ -205,63 +147,45 @@ def test_padding_only_rows_no_nan():
     assert all(torch.isfinite(x.grad).all() for x in (q, k, v))
 
 
-def test_declines_short_or_biased_problems():
-    from localnmt.attention.context import AttentionSite
-    from localnmt.attention.pipeline import LocalAttention
-    from localnmt.attention.spec import build_modifiers, parse_spec
-
-    site = AttentionSite("encoder_self", 0, 1, 16, 2)
-    att = LocalAttention(
-        16, 2, site=site, modifiers=build_modifiers(parse_spec("csan_1d[window=3]"), site),
-        self_attention=True,
-    )  # fmt: skip
-    from localnmt.attention import pipeline
-
-    seen = []
-    original = pipeline.fast_attention
-
-    def spy(problem):
-        seen.append(band_kernel(problem))
-        return original(problem)
-
-    pipeline.fast_attention = spy
-    try:
-        for t in (MIN_LENGTH // 2, MIN_LENGTH):
-            x = torch.randn(t, 1, 16)
+def test_declines_short_problems_with_a_reason():
+    """Not forced, the blocked band kernel declines T < MIN_LENGTH (masked SDPA is as fast
+    there) and says so; from MIN_LENGTH on it runs."""
+    att = make_attention("encoder_self", "csan_1d[window=3]", embed_dim=16, heads=2, train=True)
+    chosen = []
+    for t in (MIN_LENGTH // 2, MIN_LENGTH):
+        x = torch.randn(t, 1, 16)
+        with kernels.trace() as seen:
             att(x, x, x, need_weights=False)
-    finally:
-        pipeline.fast_attention = original
-    assert seen[0] is None and seen[1] is not None  # short: declined; long: taken
+        (call,) = seen.calls
+        chosen.append(call.kernel)
+        if call.kernel != "band":
+            assert f"T = {t} < {MIN_LENGTH}" in call.declined["band"]
+    assert chosen == ["sdpa", "band"]
+
+
+def test_declines_biased_problems_with_a_reason():
+    att = make_attention(
+        "encoder_self", "csan_1d[window=3] + localness", embed_dim=16, heads=2, train=True
+    )
+    x = torch.randn(MIN_LENGTH, 1, 16)
+    with kernels.trace(explain=True) as seen:
+        att(x, x, x, need_weights=False)
+    assert seen.calls[0].declined["band"] == "a bias"
 
 
 def test_csan_2d_takes_the_band_from_its_own_threshold():
     """2D-CSAN through the pipeline: dense below MIN_LENGTH_GROUPED, the band kernel from it
     on (not forced), with the dense path's outputs."""
-    from localnmt.attention import pipeline
-    from localnmt.attention.context import AttentionSite
-    from localnmt.attention.pipeline import LocalAttention
-    from localnmt.attention.spec import build_modifiers, parse_spec
-
-    site = AttentionSite("encoder_self", 0, 1, 16, 4)
-    mods = build_modifiers(parse_spec("csan_2d[window=5]"), site)
-    att = LocalAttention(16, 4, site=site, modifiers=mods, self_attention=True)
-    seen = []
-    original = pipeline.fast_attention
-
-    def spy(problem):
-        seen.append(band_kernel(problem) is not None)
-        return original(problem)
-
-    pipeline.fast_attention = spy
-    try:
-        for t in (MIN_LENGTH_GROUPED // 2, MIN_LENGTH_GROUPED):
-            x = torch.randn(t, 2, 16)
+    att = make_attention("encoder_self", "csan_2d[window=5]", embed_dim=16, heads=4, train=True)
+    chosen = []
+    for t in (MIN_LENGTH_GROUPED // 2, MIN_LENGTH_GROUPED):
+        x = torch.randn(t, 2, 16)
+        with kernels.trace() as seen:
             fast, _ = att(x, x, x, need_weights=False)
-            dense, _ = att(x, x, x, need_weights=True)
-            torch.testing.assert_close(fast, dense, atol=1e-5, rtol=1e-5)
-    finally:
-        pipeline.fast_attention = original
-    assert seen == [False, True]
+        chosen.append(seen.kernels())
+        dense, _ = att(x, x, x, need_weights=True)
+        torch.testing.assert_close(fast, dense, atol=1e-5, rtol=1e-5)
+    assert chosen == [["sdpa"], ["band"]]
     assert MIN_LENGTH_GROUPED < MIN_LENGTH
 
 
@@ -270,14 +194,6 @@ def test_low_precision():
     out = band_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), torch.full((4,), 5),
                          torch.full((4,), 5), pad, block=8)  # fmt: skip
     assert torch.isfinite(out.float()).all()
-
-
-def stacked(x, groups):
-    """Plain restatement of eq. 7–8's key layout: group g of head h is head (h + g - G//2)
-    mod H, wrapping around at the edge heads, stacked along the key axis."""
-    heads = x.size(1)
-    parts = [x[:, [(h + g - groups // 2) % heads for h in range(heads)]] for g in range(groups)]
-    return torch.cat(parts, dim=2)
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
@@ -307,18 +223,9 @@ def test_csan_2d_kernel_takes_the_head_area_path(monkeypatch):
     """Through the pipeline, 2D-CSAN's band kernel gets the unstacked keys (area=1) and never
     builds the stacked keys, forward or backward; the dense path builds them (k and v once
     each) as a view, not three copies. Outputs and gradients agree."""
-    from localnmt.attention import kernels
-    from localnmt.attention.context import AttentionSite
-    from localnmt.attention.fast import band
-    from localnmt.attention.methods import csan
-    from localnmt.attention.pipeline import LocalAttention
-    from localnmt.attention.spec import build_modifiers, parse_spec
-
-    site = AttentionSite("encoder_self", 0, 1, 32, 4)
-    mods = build_modifiers(parse_spec("csan_2d[window=5]"), site)
-    att = LocalAttention(32, 4, site=site, modifiers=mods, self_attention=True)
+    att = make_attention("encoder_self", "csan_2d[window=5]", embed_dim=32, heads=4, train=True)
     seen, builds = [], []
-    original_band, original_view = band.band_attention, csan.area_view
+    original_band, original_view = band.band_attention, head_area.area_view
 
     def spy_band(*args, **kwargs):
         seen.append(kwargs.get("area"))
@@ -329,7 +236,7 @@ def test_csan_2d_kernel_takes_the_head_area_path(monkeypatch):
         return original_view(*args)
 
     monkeypatch.setattr(band, "band_attention", spy_band)
-    monkeypatch.setattr(csan, "area_view", spy_view)
+    monkeypatch.setattr(head_area, "area_view", spy_view)
     x = torch.randn(40, 2, 32)
     grads = []
     for forced, need_weights in ((True, False), (False, True)):

@@ -1,4 +1,5 @@
-"""The fused C decoding step of GMM cross-attention (fast/gmm_step.py) against the torch ops.
+"""The fused C decoding step of GMM cross-attention (kernel ``gmm_c_step``, fast/gmm_mixture.py
+over fast/native/gmm_step.py) against the torch ops.
 
 Each case decodes step by step twice, through the C step and through the torch ops of
 ``GaussianMixture.post``, and checks that the C step really ran (or really declined).
@@ -10,21 +11,30 @@ import shutil
 import sysconfig
 
 import pytest
-import test_gmm
 import torch
-from attention_cases import CountCalls
 
-from localnmt.attention import LocalAttention
-from localnmt.attention.fast import gmm_step
+from localnmt.attention import LocalAttention, kernels
+from localnmt.attention.fast.native import gmm_step
+from localnmt.attention.mixture import PredictorLayout
+from localnmt.attention.testing import (
+    GMM_APPROX_SPECS,
+    CountCalls,
+    make_attention,
+    padding_mask,
+)
 
-E, B, TQ = test_gmm.E, 3, 4
+E, H, B, TQ = 16, 4, 3, 4
 RTOL = 1e-5  # μ = J·sigmoid: one rounding of the sigmoid moves z by up to J/σ ulps
 
 C_EXTENSION = gmm_step._gmm_step  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(
     C_EXTENSION is None, reason="localnmt._gmm_step was not built (no C compiler)"
 )
-make = test_gmm.make  # a cross-attention LocalAttention with the spec's modifiers, eval mode
+
+
+def make(spec: str) -> LocalAttention:
+    """A cross-attention LocalAttention with the spec's modifiers, eval mode."""
+    return make_attention("cross", spec, embed_dim=E, heads=H)
 
 
 def inputs(tk: int, side: str | None, seed: int = 1):
@@ -33,14 +43,7 @@ def inputs(tk: int, side: str | None, seed: int = 1):
     src = torch.randn(tk, B, E) * 2
     if side is None:
         return x, src, None
-    lengths = [tk, max(1, tk - 3), max(1, tk // 3)]
-    pad = torch.ones(B, tk, dtype=torch.bool)
-    for i, n in enumerate(lengths):
-        if side == "left":
-            pad[i, tk - n :] = False
-        else:
-            pad[i, :n] = False
-    return x, src, pad
+    return x, src, padding_mask([tk, max(1, tk - 3), max(1, tk // 3)], tk, side)
 
 
 def decode(attn: LocalAttention, x, src, pad, fused: bool, monkeypatch) -> tuple:
@@ -66,7 +69,7 @@ def assert_same(fused: tuple, eager: tuple) -> None:
     torch.testing.assert_close(fused[0], eager[0], atol=1e-6, rtol=0)
 
 
-SPECS = test_gmm.APPROX_SPECS
+SPECS = GMM_APPROX_SPECS
 
 
 @needs_extension
@@ -139,9 +142,14 @@ def test_declines_autograd_other_dtypes_and_recording(monkeypatch):
         step(attn, x, src)
     assert counter.calls == {}
     attn.recording = False
-    with torch.no_grad():
+    with torch.no_grad(), kernels.trace() as seen:
         step(attn, x, src)
     assert counter.calls == {"mixture_post": 1}
+    assert seen.kernels("gmm mixture") == ["gmm_c_step"]
+    with kernels.trace() as seen:
+        step(attn, x, src)  # autograd again: declined, and the trace says why
+    (call,) = [c for c in seen.calls if c.op == "gmm mixture"]
+    assert call.declined["gmm_c_step"] == "needs gradients (the C step has no backward)"
 
 
 def test_extension_is_built_where_a_compiler_is():
@@ -156,7 +164,7 @@ def test_extension_is_built_where_a_compiler_is():
 @needs_extension
 def test_declines_a_real_mask_it_cannot_read():
     """``real`` must be (B, Tk) bool and the outputs (B, H, 1, ·): anything else is declined."""
-    layout = gmm_step.OutputLayout.of(("mu", "sigma", "omega", "gate"), (4, 4, 4, 1), 4, "gate",
+    layout = PredictorLayout.of(("mu", "sigma", "omega", "gate"), (4, 4, 4, 1), 4, "gate",
                                       0.5)  # fmt: skip
     b, h, tk = 2, 3, 5
     outputs, probs = torch.randn(b, h, 1, 16), torch.softmax(torch.randn(b, h, 1, tk), -1)

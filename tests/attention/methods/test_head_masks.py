@@ -5,22 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from localnmt.attention import LocalAttention, SpecError
-from localnmt.attention.context import AttentionSite
-from localnmt.attention.spec import build_modifiers, parse_spec
+from localnmt.attention import LocalAttention, SpecError, kernels, testing
+from localnmt.attention.spec import parse_spec
 
 E, H, B, T = 16, 8, 3, 7
 MASKS = "prev1;prev2;next1;next2;band1;band2;identity;global"
 
 
-def padding(lengths: list[int], total: int, side: str) -> torch.Tensor:
-    mask = torch.ones(len(lengths), total, dtype=torch.bool)
-    for b, n in enumerate(lengths):
-        if side == "left":
-            mask[b, total - n :] = False
-        else:
-            mask[b, :n] = False
-    return mask
+padding = testing.padding_mask
 
 
 def plain_mask(name: str, i: int, j: int) -> bool:
@@ -52,11 +44,9 @@ def plain_masks(names: list[str], pad: torch.Tensor) -> torch.Tensor:
 
 
 def make(spec: str, kind: str = "encoder_self", heads: int = H) -> LocalAttention:
-    torch.manual_seed(0)
-    site = AttentionSite(kind, 0, 1, E, heads)
-    return LocalAttention(
-        E, heads, site=site, modifiers=build_modifiers(parse_spec(spec), site), self_attention=True
-    )
+    """Self-attention at ``kind`` with ``E`` dims and ``heads`` heads, training mode."""
+    return testing.make_attention(kind, spec, embed_dim=E, heads=heads, self_attention=True,
+                                  train=True)  # fmt: skip
 
 
 def reference(attn: LocalAttention, x: torch.Tensor, pad: torch.Tensor, mask: torch.Tensor, renorm):
@@ -190,17 +180,13 @@ def test_gradients_reach_parameters():
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
-def test_renormalised_variant_runs_on_the_band_kernel(side, monkeypatch):
-    from localnmt.attention import kernels
-
-    if "band" not in kernels.kernel_names():
-        pytest.skip("no band kernel registered")
+def test_renormalised_variant_runs_on_the_band_kernel(side):
     attn = make("local_heads_renorm[masks=band1;band2;identity;band3;band1;identity;band2;band6]")
     t = 40
     x = torch.randn(t, B, E)
     pad = padding([t, 29, 3], t, side)
     dense, _ = attn(x, x, x, key_padding_mask=pad, need_weights=True)
-    monkeypatch.setattr(kernels, "FORCE_KERNEL", "band")
-    fast, _ = attn(x, x, x, key_padding_mask=pad, need_weights=False)
+    with kernels.forced_kernel("band"):
+        fast, _ = attn(x, x, x, key_padding_mask=pad, need_weights=False)
     real = ~pad.T[:, :, None]
     torch.testing.assert_close(fast * real, dense * real, atol=1e-5, rtol=1e-5)

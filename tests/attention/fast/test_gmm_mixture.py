@@ -1,25 +1,37 @@
-"""GMM cross-attention's C training path (fast/gmm_mixture.py) against the torch ops.
+"""GMM cross-attention's C training kernels (``gmm_c_raw``, ``gmm_c_params``:
+fast/gmm_mixture.py over fast/native/gmm_mixture.py) against the torch ops.
 
-The torch ops of ``methods/gmm.py`` (``mixture_params``, ``mixture_attention``, ``torch.lerp``)
-are themselves tested against the paper's equations in ``test_gmm.py``; here every C function
-must give their values and gradients, and the C path must really run (or really decline).
+The torch ops (``GaussianMixture.mixture_params``, ``mixture.mixture_attention``,
+``torch.lerp``) are themselves tested against the paper's equations in
+``methods/test_gmm.py``; here every C function must give their values and gradients, and the
+C path must really run (or really decline, with its reason).
 """
 
 from __future__ import annotations
 
 import pytest
-import test_gmm
 import torch
-from attention_cases import CountCalls
 
-from localnmt.attention.fast import gmm_mixture
-from localnmt.attention.methods.gmm import MixtureParams, mixture_attention
+from localnmt.attention import kernels
+from localnmt.attention.fast.native import gmm_mixture
+from localnmt.attention.mixture import MixtureParams, mixture_attention
+from localnmt.attention.testing import (
+    GMM_APPROX_SPECS,
+    CountCalls,
+    make_attention,
+    padding_mask,
+)
 
 C_EXTENSION = gmm_mixture._gmm_mixture  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(
     C_EXTENSION is None, reason="localnmt._gmm_mixture was not built (no C compiler)"
 )
-E, B, TQ = test_gmm.E, 3, 5
+E, H, B, TQ = 16, 4, 3, 5
+
+
+def make(spec: str):
+    """A GMM cross-attention layer (16 dims, 4 heads), eval mode."""
+    return make_attention("cross", spec, embed_dim=E, heads=H)
 
 
 def assert_grads_close(got, expected) -> None:
@@ -44,7 +56,7 @@ def mixture_inputs(tk: int, side: str | None, k: int = 4, seed: int = 0):
     real = None
     positions = torch.arange(tk, dtype=torch.float32).expand(B, tk) + 0.5
     if side is not None:
-        real = ~test_gmm.padding([tk, max(1, tk - 3), max(1, tk // 3)], tk, side)
+        real = ~padding_mask([tk, max(1, tk - 3), max(1, tk // 3)], tk, side)
         leading = (~real).long().cumprod(1).sum(1, keepdim=True)  # j counts from the first
         positions = positions - leading.float()  # real key
     alpha = torch.softmax(torch.randn(B, 2, TQ, tk), -1).requires_grad_()
@@ -122,7 +134,7 @@ def test_declines_what_it_cannot_take():
 
 # ---- eq. 10-12 and 14 from the raw predictor outputs ---------------------------------------
 
-APPROX_SPECS = test_gmm.APPROX_SPECS
+APPROX_SPECS = GMM_APPROX_SPECS
 
 
 def raw_case(mod, tk: int, kind: str):
@@ -150,7 +162,7 @@ def raw_case(mod, tk: int, kind: str):
 def test_parameters_from_raw_outputs_match_torch_ops(spec, kind, build, monkeypatch):
     """approx_gated_mixture against GaussianMixture.mixture_params + the torch mixture:
     values and the gradient of the raw outputs, with and without α."""
-    mod = test_gmm.make(spec).modifiers[0]
+    mod = make(spec).modifiers[0]
     tk = 13
     raw, length = raw_case(mod, tk, kind)
     _, _, _, positions, real, alpha, _ = mixture_inputs(tk, "left")
@@ -182,21 +194,22 @@ def test_parameters_from_raw_outputs_match_torch_ops(spec, kind, build, monkeypa
 def layer_results(spec: str, side: str | None, need_weights: bool, fused: bool, monkeypatch):
     """Output and the gradients of the input and every parameter of a training layer, and
     the C calls made."""
-    attn = test_gmm.make(spec).train()
+    attn = make(spec).train()
     torch.manual_seed(1)
     x = torch.randn(TQ, B, E, requires_grad=True)
     tk = 21
     src = torch.randn(tk, B, E) * 2
     pad = None
     if side is not None:
-        pad = test_gmm.padding([tk, tk - 4, 3], tk, side)
+        pad = padding_mask([tk, tk - 4, 3], tk, side)
     counter = CountCalls(gmm_mixture._gmm_mixture)
     monkeypatch.setattr(gmm_mixture, "_gmm_mixture", counter)
     monkeypatch.setattr(gmm_mixture, "ENABLED", fused)
-    out, _ = attn(x, src, src, key_padding_mask=pad, need_weights=need_weights)
+    with kernels.trace() as seen:
+        out, _ = attn(x, src, src, key_padding_mask=pad, need_weights=need_weights)
     params = [p for p in attn.parameters()]
     grads = torch.autograd.grad((out**2).sum(), [x, *params], allow_unused=True)
-    return out, grads, counter.calls
+    return out, grads, counter.calls, seen.kernels("gmm mixture")
 
 
 @needs_extension
@@ -216,6 +229,29 @@ def test_training_layer_with_and_without_the_c_path(spec, side, need_weights, mo
     assert calls.get("forward", 0) == calls.get("backward", 0) == mixture_runs
     params_runs = 0 if "variant" in spec else 1
     assert calls.get("params_forward", 0) == calls.get("params_backward", 0) == params_runs
+    variant = spec.removeprefix("gmm[variant=").rstrip("]")
+    ran = {"norm": "gmm_torch", "synthesis": "gmm_c_params"}.get(variant, "gmm_c_raw")
+    assert fused[3] == [ran] and eager[3] == ["gmm_torch"]  # the trace names the kernel
+
+
+@needs_extension
+def test_declines_say_why(monkeypatch):
+    """The mixture kernels' reasons, as a trace of a training step shows them."""
+    x, src = torch.randn(TQ, B, E), torch.randn(9, B, E)
+    with kernels.trace(explain=True) as seen:
+        make("gmm[variant=norm]").train()(x, src, src, need_weights=False)
+    (call,) = [c for c in seen.calls if c.op == "gmm mixture"]
+    assert call.kernel == "gmm_torch"
+    assert call.declined == {
+        "gmm_c_step": "not a decoding step",
+        "gmm_c_raw": "variant is not approx (C computes eq. 10-12 of approx only)",
+        "gmm_c_params": "variant norm renormalises β (torch ops)",
+    }
+    monkeypatch.setattr(gmm_mixture, "ENABLED", False)
+    with kernels.trace() as seen:
+        make("gmm").train()(x, src, src, need_weights=False)
+    (call,) = [c for c in seen.calls if c.op == "gmm mixture"]
+    assert call.declined["gmm_c_raw"] == "localnmt._gmm_mixture is not built (or stale)"
 
 
 def test_extension_is_built_where_a_compiler_is():
@@ -225,33 +261,3 @@ def test_extension_is_built_where_a_compiler_is():
     if shutil.which(sysconfig.get_config_var("CC").split()[0]) is None:
         pytest.skip("no C compiler on this machine")
     assert gmm_mixture._gmm_mixture is not None and gmm_mixture.ENABLED
-
-
-# ---- the predictor FFNs (fast/gmm_predictors.py) -------------------------------------------
-
-
-@pytest.mark.parametrize("layout", ["heads split from (T, B, E)", "contiguous"])
-def test_predictor_gemms_match_autograd_of_the_linear_layers(layout):
-    """The hand-written backward of eq. 7-9 and 14's two layers against autograd through
-    ``F.linear``: outputs and the gradients of the input and the four weights, and with
-    create_graph a differentiable gradient."""
-    from localnmt.attention.fast.gmm_predictors import predictor_outputs
-
-    torch.manual_seed(0)
-    x = torch.randn(TQ, B, 2 * 8, requires_grad=True)
-    q = x.view(TQ, B, 2, 8).permute(1, 2, 0, 3) if layout != "contiguous" else x.view(B, 2, TQ, 8)
-    weights = [torch.randn(s, requires_grad=True) for s in ((24, 8), (24,), (16, 24), (16,))]
-    inputs = [x, *weights]
-    got = predictor_outputs(q, *weights)
-    expected = torch.nn.functional.linear(torch.sigmoid(torch.nn.functional.linear(
-        q, weights[0], weights[1])), weights[2], weights[3])  # fmt: skip
-    assert got.grad_fn is not None and "PredictorGemms" in type(got.grad_fn).__name__
-    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
-    grad = torch.randn_like(expected)
-    assert_grads_close(torch.autograd.grad(got, inputs, grad, retain_graph=True),
-                       torch.autograd.grad(expected, inputs, grad, retain_graph=True))  # fmt: skip
-    again = torch.autograd.grad(got, inputs, grad, create_graph=True)
-    first = torch.autograd.grad(expected, inputs, grad, create_graph=True)
-    assert [g.requires_grad for g in again] == [g.requires_grad for g in first]
-    second = torch.autograd.grad(again[0].square().sum(), weights[0])
-    assert_grads_close(second, torch.autograd.grad(first[0].square().sum(), weights[0]))

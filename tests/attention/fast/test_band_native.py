@@ -1,4 +1,4 @@
-"""The C band kernel (fast/band_cpu.py, csrc/band.c) == dense reference, every build it has:
+"""The C band kernel (fast/native/band.py, csrc/band.c) == dense reference, every build it has:
 outputs at real queries and gradients of q, k, v; and it really ran."""
 
 from __future__ import annotations
@@ -7,11 +7,13 @@ import shutil
 import sysconfig
 
 import pytest
-import test_band
 import torch
 
-from localnmt.attention.fast import band_cpu
+from localnmt.attention import kernels, testing
+from localnmt.attention.fast import band
 from localnmt.attention.fast.band import band_attention
+from localnmt.attention.fast.native import band as band_cpu
+from localnmt.attention.testing import CountCalls, band_inputs, stacked_heads
 
 C_EXTENSION = band_cpu._band  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(
@@ -20,42 +22,33 @@ needs_extension = pytest.mark.skipif(
 
 
 def dense64(q, k, v, *args, **kwargs):
-    """``test_band.dense_band`` computed in float64 and rounded to float32: the C kernel is
+    """``testing.dense_band`` computed in float64 and rounded to float32: the C kernel is
     compared with the exact result, not with float32 GEMMs whose rounding varies from run to
     run with memory alignment (MKL)."""
-    return test_band.dense_band(q.double(), k.double(), v.double(), *args, **kwargs).float()
+    return testing.dense_band(q.double(), k.double(), v.double(), *args, **kwargs).float()
 
 
 def assert_same_at_real_queries(got, want, pad, inputs) -> None:
-    """``test_band``'s check against the float64 reference: outputs at real queries to 1e-5,
+    """The band check against the float64 reference: outputs at real queries to 1e-5,
     gradients (seeded random weights) to 5e-5: float32 sums in C against exact ones."""
-    real = ~pad[:, None, :, None]
-    torch.testing.assert_close(got * real, want * real, atol=1e-5, rtol=1e-5)
-    weight = torch.randn(got.shape, generator=torch.Generator().manual_seed(0))
-    g1 = torch.autograd.grad((got * real * weight).sum(), inputs)
-    g2 = torch.autograd.grad((want * real * weight).sum(), inputs)
-    for a, b in zip(g1, g2, strict=True):
-        torch.testing.assert_close(a, b, atol=5e-5, rtol=1e-4)
+    testing.assert_same_at_real_queries(got, want, pad, inputs, grad_atol=5e-5, grad_rtol=1e-4)
 
 
-class CountCalls:
-    """The C module with its forward and backward calls counted."""
+class CallsOf(CountCalls):
+    """The C module with its ``forward`` and ``backward`` calls counted."""
 
-    def __init__(self, module):
-        self.module, self.forwards, self.backwards = module, 0, 0
+    @property
+    def forwards(self) -> int:
+        return self.calls.get("forward", 0)
 
-    def forward(self, *args):
-        self.forwards += 1
-        return self.module.forward(*args)
-
-    def backward(self, *args):
-        self.backwards += 1
-        return self.module.backward(*args)
+    @property
+    def backwards(self) -> int:
+        return self.calls.get("backward", 0)
 
 
 @pytest.fixture
 def c_calls(monkeypatch):
-    counter = CountCalls(band_cpu._band)
+    counter = CallsOf(band_cpu._band)
     monkeypatch.setattr(band_cpu, "_band", counter)
     monkeypatch.setattr(band_cpu, "ENABLED", True)
     return counter
@@ -73,7 +66,7 @@ def c_calls(monkeypatch):
     ],
 )
 def test_1d_equals_dense(side, left, right, causal, build, c_calls):
-    q, k, v, pad, kpad = test_band.inputs(side)
+    q, k, v, pad, kpad = band_inputs(side)
     lt, rt = torch.tensor(left), torch.tensor(right)
     rt_eff = rt.clamp(max=0) if causal else rt
     got = band_attention(q, k, v, lt, rt_eff, key_padding_mask=kpad)
@@ -95,12 +88,12 @@ def test_1d_equals_dense(side, left, right, causal, build, c_calls):
 def test_head_area_equals_dense(side, left, right, heads, area, build, c_calls):
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(3, heads, 45, 8, generator=g).requires_grad_() for _ in range(3))
-    _, _, _, pad, _ = test_band.inputs(side)
+    _, _, _, pad, _ = band_inputs(side)
     groups = 2 * area + 1
     lt, rt = torch.tensor(left), torch.tensor(right)
     kpad = pad.repeat(1, groups)  # the pipeline's mask over the stacked groups
     got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, area=area)
-    ks, vs = test_band.stacked(k, groups), test_band.stacked(v, groups)
+    ks, vs = stacked_heads(k, groups), stacked_heads(v, groups)
     want = dense64(q, ks, vs, lt, rt, kpad, groups=groups)
     assert_same_at_real_queries(got, want, pad, (q, k, v))
     assert c_calls.forwards >= 1 and c_calls.backwards >= 1
@@ -109,7 +102,7 @@ def test_head_area_equals_dense(side, left, right, heads, area, build, c_calls):
 @needs_extension
 def test_head_area_of_one_head_is_1d(c_calls):
     """2D-CSAN with area_heads=1 hands the band kernel area 0: the 1D layout."""
-    q, k, v, pad, kpad = test_band.inputs("left")
+    q, k, v, pad, kpad = band_inputs("left")
     lt = rt = torch.full((4,), 5)
     got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, area=0)
     want = dense64(q, k, v, lt, rt, kpad)
@@ -126,7 +119,7 @@ def test_head_dim_not_a_multiple_of_16(build, c_calls):
     pad[1, :9] = True
     lt = rt = torch.tensor([3, 3, 3])
     got = band_attention(q, k, v, lt, rt, key_padding_mask=pad, area=1)
-    want = dense64(q, test_band.stacked(k, 3), test_band.stacked(v, 3), lt, rt, pad.repeat(1, 3),
+    want = dense64(q, stacked_heads(k, 3), stacked_heads(v, 3), lt, rt, pad.repeat(1, 3),
                    groups=3)  # fmt: skip
     assert_same_at_real_queries(got, want, pad, (q, k, v))
 
@@ -134,7 +127,7 @@ def test_head_dim_not_a_multiple_of_16(build, c_calls):
 @needs_extension
 def test_threads_split_sentences_with_the_same_numbers(c_calls):
     """Sentences are split among torch's threads; the result is the same bit for bit."""
-    q, k, v, pad, kpad = test_band.inputs("left")
+    q, k, v, pad, kpad = band_inputs("left")
     lt = rt = torch.full((4,), 5)
     before = torch.get_num_threads()
     results = []
@@ -155,7 +148,7 @@ def test_forked_child_gets_its_own_thread_pool(c_calls):
     """A pool made before fork has no threads in the child: the child must make its own."""
     import multiprocessing
 
-    q, k, v, pad, kpad = test_band.inputs("left")
+    q, k, v, pad, kpad = band_inputs("left")
     lt = rt = torch.full((4,), 5)
     before = torch.get_num_threads()
     torch.set_num_threads(3)
@@ -180,7 +173,7 @@ def _band_in_child(q, k, v, kpad):
 
 @needs_extension
 def test_sentence_of_padding_only_gives_zeros(c_calls):
-    q, k, v, pad, kpad = test_band.inputs("right")
+    q, k, v, pad, kpad = band_inputs("right")
     kpad = kpad.clone()
     kpad[1] = True
     lt = rt = torch.full((4,), 5)
@@ -194,11 +187,11 @@ def test_sentence_of_padding_only_gives_zeros(c_calls):
 @needs_extension
 def test_declines_what_it_does_not_compute(c_calls):
     """Dropout, float64 and stacked key groups (head selection) take the blocked kernels."""
-    q, k, v, pad, kpad = test_band.inputs("left")
+    q, k, v, pad, kpad = band_inputs("left")
     lt = rt = torch.full((4,), 5)
     band_attention(q, k, v, lt, rt, key_padding_mask=kpad, dropout_p=0.1)
     band_attention(q.double(), k.double(), v.double(), lt, rt, key_padding_mask=kpad)
-    q3, k3, v3, _, kpad3 = test_band.inputs("left", groups=3)
+    q3, k3, v3, _, kpad3 = band_inputs("left", groups=3)
     band_attention(q3, k3, v3, lt, rt, key_padding_mask=kpad3, groups=3)
     assert c_calls.forwards == 0
 
@@ -210,7 +203,7 @@ def test_declines_what_it_does_not_compute(c_calls):
 def test_layer_through_the_c_kernel_equals_sdpa(spec, kind, c_calls):
     """A whole LocalAttention layer (padding, or fairseq's causal mask) through the band kernel,
     which runs the C path, == the SDPA kernel: outputs at real queries and input gradients."""
-    test_band.test_layer_band_equals_layer_sdpa(spec, kind)
+    testing.assert_layer_kernels_agree(spec, kind, ("band", "sdpa"), band.MIN_LENGTH + 4)
     assert c_calls.forwards == 1 and c_calls.backwards == 1
 
 
@@ -229,14 +222,8 @@ def test_extension_is_built_where_a_compiler_is():
 def test_short_sentences_take_the_c_kernel(spec, kind, c_calls):
     """No length threshold on the C path (the blocked kernels start at MIN_LENGTH): a layer at
     T = 12 runs it, with the dense path's outputs at real queries."""
-    from localnmt.attention.context import AttentionSite
-    from localnmt.attention.pipeline import LocalAttention
-    from localnmt.attention.spec import build_modifiers, parse_spec
-
-    torch.manual_seed(0)
-    site = AttentionSite(kind, 0, 1, 16, 4)
-    att = LocalAttention(16, 4, site=site, modifiers=build_modifiers(parse_spec(spec), site),
-                         self_attention=True)  # fmt: skip
+    att = testing.make_attention(kind, spec, embed_dim=16, heads=4, self_attention=True,
+                                 train=True)  # fmt: skip
     t = 12
     x = torch.randn(t, 2, 16)
     pad, mask = torch.zeros(2, t, dtype=torch.bool), None
@@ -257,7 +244,7 @@ def test_short_sentences_take_the_c_kernel(spec, kind, c_calls):
 def test_vmapped_backward_falls_back_to_torch_ops(area, c_calls):
     """``jacobian(vectorize=True)`` runs the backward under vmap: its batched gradient has no
     memory to hand to C, so backward differentiates the same attention in torch ops."""
-    q, k, v, pad, kpad = test_band.inputs("left", t=9)
+    q, k, v, pad, kpad = band_inputs("left", t=9)
     q, k, v = (x.detach()[:1, :, :, :4] for x in (q, k, v))
     kpad = kpad[:1]
     lt, rt = torch.tensor([2, 1, 0, 3]), torch.tensor([1, 2, 3, 0])
@@ -267,8 +254,8 @@ def test_vmapped_backward_falls_back_to_torch_ops(area, c_calls):
         return band_attention(q, k, v, lt, rt, key_padding_mask=kpad.repeat(1, groups), area=area)
 
     def dense(q, k, v):
-        ks = k if area is None else test_band.stacked(k, groups)
-        vs = v if area is None else test_band.stacked(v, groups)
+        ks = k if area is None else stacked_heads(k, groups)
+        vs = v if area is None else stacked_heads(v, groups)
         return dense64(q, ks, vs, lt, rt, kpad.repeat(1, groups), groups=groups)
 
     got = torch.autograd.functional.jacobian(fast, (q, k, v), vectorize=True)
@@ -283,7 +270,7 @@ def test_vmapped_backward_falls_back_to_torch_ops(area, c_calls):
 def test_double_backward_differentiates_in_torch_ops(c_calls):
     """``create_graph=True``: the C backward writes through addresses autograd cannot see, so
     backward runs in torch ops and the gradient can be differentiated again."""
-    q, k, v, pad, kpad = test_band.inputs("left")
+    q, k, v, pad, kpad = band_inputs("left")
     lt, rt = torch.full((4,), 2), torch.full((4,), 45)  # left padding: every query has a key
     real = (~pad)[:, None, :, None]
 
@@ -355,7 +342,7 @@ def test_backward_keeps_contiguous_copies_not_the_strided_inputs(c_calls):
 @needs_extension
 def test_one_band_for_every_head_broadcasts(c_calls):
     """A (1,) band is every head's, as in the blocked kernels; reaches beyond T are T."""
-    q, k, v, pad, kpad = test_band.inputs("right")
+    q, k, v, pad, kpad = band_inputs("right")
     got = band_attention(q, k, v, torch.tensor([2]), torch.tensor([1 << 40]), key_padding_mask=kpad)
     want = dense64(q, k, v, torch.full((4,), 2), torch.full((4,), 45), kpad)
     assert_same_at_real_queries(got, want, pad, (q, k, v))
@@ -366,20 +353,15 @@ def test_one_band_for_every_head_broadcasts(c_calls):
 def test_wide_bands_keep_the_length_rules(c_calls):
     """Windows wider than C_WINDOW keys (bi_direct's half sentence, a head without a window)
     are not taken below the blocked kernels' threshold: the C kernel's cost grows with them."""
-    from localnmt.attention.context import AttentionSite
-    from localnmt.attention.fast import band
-    from localnmt.attention.pipeline import LocalAttention
-    from localnmt.attention.spec import build_modifiers, parse_spec
-
-    site = AttentionSite("encoder_self", 0, 1, 16, 4)
     taken = []
     for window in (band.C_WINDOW - 1, band.C_WINDOW + 1):  # odd windows either side
         spec = f"csan_1d[window={window}]"
-        att = LocalAttention(16, 4, site=site, modifiers=build_modifiers(parse_spec(spec), site),
-                             self_attention=True)  # fmt: skip
+        att = testing.make_attention("encoder_self", spec, embed_dim=16, heads=4, train=True)
         x = torch.randn(band.MIN_LENGTH // 2, 2, 16)
         before = c_calls.forwards
-        with torch.no_grad():
+        with torch.no_grad(), kernels.trace() as seen:
             att(x, x, x, need_weights=False)
         taken.append(c_calls.forwards > before)
     assert taken == [True, False]
+    (call,) = seen.calls  # the wide window: declined, and the reason names the C kernel's limit
+    assert f"window of {band.C_WINDOW + 1} keys > {band.C_WINDOW}" in call.declined["band"]

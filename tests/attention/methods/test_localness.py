@@ -8,43 +8,25 @@ import math
 import pytest
 import torch
 
-from localnmt.attention import AttentionSite, LocalAttention
+from localnmt.attention import LocalAttention, testing
 from localnmt.attention.methods.localness import LocalnessRecord
-from localnmt.attention.spec import build_modifiers, parse_spec
+from localnmt.catalog import all_rows
+from localnmt.catalog.params import count_parameters
 
 C, H, T, B = 16, 4, 7, 3
 
 
 def make_attention(kind: str, spec: str, *, layer: int = 0, seed: int = 0) -> LocalAttention:
-    torch.manual_seed(seed)
-    site = AttentionSite(kind, layer, num_layers=2, embed_dim=C, num_heads=H)
-    att = LocalAttention(
-        C,
-        H,
-        site=site,
-        modifiers=build_modifiers(parse_spec(spec), site),
-        self_attention=kind != "cross",
-        encoder_decoder_attention=kind == "cross",
-    )
-    with torch.no_grad():  # non-zero biases so that every term matters
-        for p in att.parameters():
-            if p.dim() == 1:
-                p.normal_(0, 0.5)
-    return att.eval()
+    """One layer of 2, random biases so that every term matters, eval mode."""
+    return testing.make_attention(kind, spec, embed_dim=C, heads=H, layer=layer, num_layers=2,
+                                  seed=seed, random_biases=True)  # fmt: skip
 
 
 def padding(lengths: list[int], total: int, left: bool) -> torch.Tensor:
-    mask = torch.ones(len(lengths), total, dtype=torch.bool)
-    for b, n in enumerate(lengths):
-        if left:
-            mask[b, total - n :] = False
-        else:
-            mask[b, :n] = False
-    return mask
+    return testing.padding_mask(lengths, total, "left" if left else "right")
 
 
-def linear(lin: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    return x @ lin.weight.t() + (0.0 if lin.bias is None else lin.bias)
+linear = testing.linear
 
 
 def plain_localness(att, x, mem=None, *, window, causal=False, center="length_minus_one"):
@@ -230,3 +212,45 @@ def test_heads_option_limits_bias():
         _, w0 = plain(x, x, x, need_head_weights=True)
     torch.testing.assert_close(w[[0, 2, 3]], w0[[0, 2, 3]])
     assert not torch.allclose(w[1], w0[1])
+
+
+# ---- parameter counts (Yang et al. 2018, Table 4) ----------------------------------------
+# The paper prints totals rounded to 0.1M, so the true delta lies within ±0.1M of the
+# difference of the printed totals; the exact formula is checked too. Rel_Pos follows the
+# authors' code (tables in the 18 self- and cross-attention layers): with self-attention only
+# (Shaw et al.), big "+ Localness + Rel_Pos" would be +3.298M, just outside the printed
+# (3.3, 3.5)M.
+
+
+def _row(table: str, row: str, size: str):
+    return next(
+        r
+        for r in all_rows()
+        if r.paper == "yang2018" and r.table == table and r.row == row and r.size == size
+    )
+
+
+@pytest.mark.parametrize(
+    "row,size",
+    [("+ Rel_Pos", "base"), ("+ Localness", "base"), ("+ Localness + Rel_Pos", "base"),
+     ("+ Localness", "big"), ("+ Localness + Rel_Pos", "big")],
+)  # fmt: skip
+def test_table4_deltas_match_paper(row, size):
+    base = _row("Table 4", "Transformer-Base" if size == "base" else "Transformer-Big", size)
+    this = _row("Table 4", row, size)
+    ours = (count_parameters(this.arch, this.args) - count_parameters(base.arch, base.args)) / 1e6
+    paper = this.paper_params - base.paper_params
+    assert abs(ours - paper) < 0.1, (row, size, ours, paper)
+
+
+def test_exact_counts():
+    base = count_parameters("localnmt_base")
+    big = count_parameters("localnmt_big")
+    # per layer: W_p (d×d + d), U_p and U_d (d×H + H each); three encoder layers
+    assert count_parameters("yang2018_localness_base") - base == 3 * (512 * 513 + 2 * 8 * 513)
+    assert count_parameters("yang2018_localness_big") - big == 3 * (1024 * 1025 + 2 * 16 * 1025)
+    # rel_pos: w^K and w^V, (2·16+1) × 64 each, per layer and site
+    rel = ("--encoder-attn-modifiers", "rel_pos", "--decoder-attn-modifiers", "rel_pos")
+    assert count_parameters("localnmt_base", rel) - base == 12 * 2 * 33 * 64
+    row = _row("Table 4", "+ Rel_Pos", "base")
+    assert count_parameters(row.arch, row.args) - base == 18 * 2 * 33 * 64

@@ -3,18 +3,17 @@ it cannot compute accurately, and is chosen automatically for localness in float
 
 from __future__ import annotations
 
-import attention_cases
 import pytest
 import torch
 
-from localnmt.attention import LocalAttention, kernels
+from localnmt.attention import LocalAttention, kernels, testing
 from localnmt.attention.fast import gaussian_fold
 
 C, H, T, B = 32, 4, 11, 3
 
 
 def make_attention(kind: str, spec: str) -> LocalAttention:
-    return attention_cases.make_attention(kind, spec, C, H)
+    return testing.make_attention(kind, spec, embed_dim=C, heads=H)
 
 
 @pytest.fixture
@@ -24,7 +23,7 @@ def force_fold():
 
 
 def padding(left: bool) -> torch.Tensor:
-    return attention_cases.padding(B, T, 6, left)
+    return testing.mixed_padding(B, T, 6, "left" if left else "right")
 
 
 @pytest.mark.parametrize("left", [True, False])
@@ -86,11 +85,15 @@ def test_declines_low_precision_and_narrow_long_windows():
         with torch.no_grad():
             att(x, x, x, need_weights=False)  # D ≈ 25: accepted
             loc.z.fill_(-8.0)  # D = 50·sigmoid(−8) ≈ 0.017 → floor 0.1: declined
-            out, _ = att(x, x, x, need_weights=False)
+            with kernels.trace() as narrow:
+                out, _ = att(x, x, x, need_weights=False)
             ref, _ = att(x, x, x, need_weights=True)
             torch.testing.assert_close(out, ref)  # fell back to an accurate path
             low = att.to(torch.bfloat16)
-            low(x.bfloat16(), x.bfloat16(), x.bfloat16(), need_weights=False)
+            with kernels.trace() as half:
+                low(x.bfloat16(), x.bfloat16(), x.bfloat16(), need_weights=False)
     finally:
         gaussian_fold.fold = original
     assert calls == [True, False]  # bf16 declined before folding
+    assert "folded terms larger than 4096" in narrow.calls[0].declined["gaussian_fold"]
+    assert "bfloat16 inputs" in half.calls[0].declined["gaussian_fold"]

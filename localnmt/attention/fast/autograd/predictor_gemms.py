@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from localnmt.attention.fast.band_cpu import has_memory
+from localnmt.attention.fast.native import has_memory
 
 #: Switch for tests and benchmarks (False: always ``F.linear`` through autograd).
 ENABLED = True

@@ -17,63 +17,23 @@ exp itself within 2 ulp, and the same beam-search hypotheses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.band_cpu import has_memory
-from localnmt.cbuild import load_extension
+from localnmt.attention.fast.native import has_memory, load
+from localnmt.attention.mixture import PredictorLayout
 
 # None without a C compiler at install time, or when built from other sources
 # (localnmt/cbuild.py): the torch ops run
-_gmm_step = load_extension("_gmm_step", "gmm_step.c")
+_gmm_step = load("_gmm_step", "gmm_step.c")
 
 #: Switch for tests and benchmarks (False: always the torch ops).
 ENABLED = _gmm_step is not None
 #: The C code keeps K parameters per row on the stack.
 MAX_K = 64
 
-_FUSION = {"gate": 0, "average": 1, "gmm": 2}
 
-
-@dataclass(frozen=True)
-class OutputLayout:
-    """Where each predictor's columns sit in :meth:`PredictorBank.outputs` (-1: absent)."""
-
-    k: int
-    mu_col: int
-    mu_n: int
-    sigma_col: int
-    sigma_n: int
-    omega_col: int
-    gate_col: int
-    fusion: int
-    sigma_min: float
-
-    @classmethod
-    def of(cls, names: tuple[str, ...], outs: tuple[int, ...], k: int, fusion: str,
-           sigma_min: float) -> OutputLayout:  # fmt: skip
-        starts = dict(zip(names, (sum(outs[:i]) for i in range(len(outs)))))
-        widths = dict(zip(names, outs))
-        return cls(
-            k=k,
-            mu_col=starts["mu"],
-            mu_n=widths["mu"],
-            sigma_col=starts["sigma"],
-            sigma_n=widths["sigma"],
-            omega_col=starts.get("omega", -1),
-            gate_col=starts.get("gate", -1),
-            fusion=_FUSION[fusion],
-            sigma_min=sigma_min,
-        )
-
-    @property
-    def fixed_gate(self) -> float:
-        return 0.5 if self.fusion == _FUSION["average"] else 1.0
-
-
-def mixture_post(layout: OutputLayout, outputs: Tensor, probs: Tensor, positions: Tensor,
+def mixture_post(layout: PredictorLayout, outputs: Tensor, probs: Tensor, positions: Tensor,
                  length: Tensor, real: Tensor | None) -> Tensor | None:  # fmt: skip
     """γ of eq. 13 ``(B, H, 1, Tk)`` from the raw predictor ``outputs`` ``(B, H, 1, C)`` and
     the softmax ``probs`` ``(B, H, 1, Tk)`` of one decoding step; ``positions`` j ``(B, Tk)``,

@@ -7,30 +7,22 @@ import math
 
 import pytest
 import torch
-from attention_cases import RecordingDropout
 
-from localnmt.attention import AttentionSite, LocalAttention
+from localnmt.attention import AttentionSite, LocalAttention, testing
 from localnmt.attention.methods.localness import LocalnessRecord
 from localnmt.attention.spec import build_modifiers, parse_spec
+from localnmt.attention.testing import RecordingDropout
 
 C, H, T, B = 16, 4, 9, 3
 
 
 def make_attention(kind: str, spec: str, seed: int = 0) -> LocalAttention:
-    torch.manual_seed(seed)
-    site = AttentionSite(kind, 0, num_layers=1, embed_dim=C, num_heads=H)
-    att = LocalAttention(
-        C, H, site=site, modifiers=build_modifiers(parse_spec(spec), site), self_attention=True
-    )
-    with torch.no_grad():
-        for p in att.parameters():
-            if p.dim() == 1:
-                p.normal_(0, 0.5)
-    return att.eval()
+    """Self-attention at ``kind``, random biases so that every term matters, eval mode."""
+    return testing.make_attention(kind, spec, embed_dim=C, heads=H, seed=seed,
+                                  self_attention=True, random_biases=True)  # fmt: skip
 
 
-def linear(lin: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    return x @ lin.weight.t() + lin.bias
+linear = testing.linear
 
 
 def plain_rel_pos(att, x, clip, *, causal=False, localness=None, dropped=None):
@@ -65,13 +57,7 @@ def plain_rel_pos(att, x, clip, *, causal=False, localness=None, dropped=None):
 
 
 def padding(lengths: list[int], total: int, left: bool) -> torch.Tensor:
-    mask = torch.ones(len(lengths), total, dtype=torch.bool)
-    for b, n in enumerate(lengths):
-        if left:
-            mask[b, total - n :] = False
-        else:
-            mask[b, :n] = False
-    return mask
+    return testing.padding_mask(lengths, total, "left" if left else "right")
 
 
 @pytest.mark.parametrize("left", [True, False])

@@ -1,0 +1,44 @@
+"""The affine-post shortcut: a post-softmax stage ``p ↦ keep·p + add`` without forming ``p``.
+
+Since ``(keep·p + add) @ V = keep·(p @ V) + add @ V``, where a call needs no probabilities
+(no weights, no recording, no value term) and its one post modifier, on every head, offers
+its stage as an :class:`~localnmt.attention.context.AffinePost` before ``p`` exists, ``p @ V``
+comes from a fused kernel that never forms ``p`` (GMM cross-attention's eq. 13 is one).
+Dropped-out probabilities are not affine in ``p``: with attention dropout the dense path runs.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from localnmt.attention.context import AffinePost, AttentionContext
+from localnmt.attention.kernels import AttentionProblem, fast_attention
+from localnmt.attention.modifier import AttentionModifier
+from localnmt.attention.shared_source import grouped_matmul
+
+
+def affine_post(
+    ctx: AttentionContext, problem: AttentionProblem, modifiers: list[AttentionModifier]
+) -> AffinePost | None:
+    """The post stage as ``p ↦ keep·p + add`` where its one modifier (on every head) offers
+    it and dropout does not act on ``p`` (dropped probabilities are not affine in ``p``)."""
+    if len(modifiers) != 1 or modifiers[0].head_selection is not None:
+        return None
+    if problem.dropout_p > 0.0:
+        return None
+    return modifiers[0].post_affine(ctx)
+
+
+def attend_affine(problem: AttentionProblem, affine: AffinePost) -> Tensor:
+    """``(keep·p + add) @ V`` as ``keep·(p @ V)`` from a fused kernel plus ``add @ V``."""
+    out = None
+    if not (isinstance(affine.keep, float) and affine.keep == 0.0):
+        keep = affine.keep
+        if isinstance(keep, Tensor):  # float32 like the probabilities; the output keeps v's dtype
+            keep = keep.to(problem.v.dtype)
+        out = fast_attention(problem) * keep
+    if affine.add is not None:
+        added = grouped_matmul(affine.add.type_as(problem.v), problem.v, problem.key_group)
+        out = added if out is None else out + added
+    assert out is not None, "an affine post stage with keep = 0 must add something"
+    return out

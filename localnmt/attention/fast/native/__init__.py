@@ -1,0 +1,107 @@
+"""The C runtime of the kernels: loading the optional extensions, threads, tensor checks.
+
+Three small C extensions without torch headers (``localnmt/csrc``, built by ``setup.py``,
+optional): band attention on the CPU (:mod:`.band`), GMM cross-attention's mixture forward
+and backward (:mod:`.gmm_mixture`) and its decoding step (:mod:`.gmm_step`). Each module here
+wraps one of them in torch: argument checks, autograd Functions, the split of sentences among
+threads. Only kernels (``fast/*.py``) call these wrappers; methods reach them through the
+kernel registries.
+
+:func:`load` takes an extension only when it was built from the sources beside it
+(``localnmt/cbuild.py``); :func:`extension_status` says, for ``localnmt-check``, whether each is
+built, stale or missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+from torch import Tensor
+
+from localnmt.cbuild import load_extension, source_digest
+
+#: ``(module name, C source)`` of every optional extension.
+EXTENSIONS = (("_band", "band.c"), ("_gmm_mixture", "gmm_mixture.c"), ("_gmm_step", "gmm_step.c"))
+
+_pool: ThreadPoolExecutor | None = None
+_pool_key = (0, 0)  # (process id, workers): a forked child must not reuse its parent's pool
+
+
+def load(name: str, source: str) -> ModuleType | None:
+    """``localnmt.<name>`` if built from the current ``csrc/<source>``, else None (the torch
+    ops run; a stale build is reported once with the rebuild command)."""
+    return load_extension(name, source)
+
+
+@dataclass(frozen=True)
+class ExtensionStatus:
+    """``state``: ``built`` (current), ``stale`` (built from other sources: not used) or
+    ``missing`` (not built: no C compiler at install time); ``build``: the instruction set in
+    use (``avx512``, ``avx2``, ``baseline``) where built."""
+
+    name: str
+    source: str
+    state: str
+    build: str | None = None
+
+
+def extension_status() -> list[ExtensionStatus]:
+    """Whether each C extension is built from the sources beside it, stale, or missing."""
+    found = []
+    for name, source in EXTENSIONS:
+        try:
+            module = importlib.import_module(f"localnmt.{name}")
+        except ImportError:
+            found.append(ExtensionStatus(name, source, "missing"))
+            continue
+        expected = source_digest(source)
+        built = getattr(module, "source_digest", lambda: None)()
+        state = "built" if expected is None or built == expected else "stale"
+        in_use = getattr(module, "in_use", None)
+        found.append(ExtensionStatus(name, source, state, in_use() if in_use else None))
+    return found
+
+
+def has_memory(t: Tensor) -> bool:
+    """A plain tensor with storage: not ``torch.func``'s wrapped or batched tensors (inside a
+    vmapped backward a batched gradient looks plain but has no storage), not a subclass."""
+    if type(t) not in (Tensor, torch.nn.Parameter):
+        return False
+    if torch._C._functorch.is_functorch_wrapped_tensor(t):
+        return False
+    try:
+        t.untyped_storage()
+    except (NotImplementedError, RuntimeError):
+        return False
+    return True
+
+
+def _sentence_ranges(bsz: int) -> list[tuple[int, int]]:
+    parts = max(1, min(torch.get_num_threads(), bsz))
+    bounds = [bsz * i // parts for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if lo < hi]
+
+
+def run_by_sentences(fn, args: tuple, bsz: int, grads: tuple) -> None:
+    """``fn(*args, b0, b1, grads)`` over sentence ranges, on this thread and the pool's (a C
+    kernel that releases the GIL: band.c, gmm_mixture.c); ``torch.get_num_threads()`` ranges."""
+    global _pool, _pool_key
+    ranges = _sentence_ranges(bsz)
+    if len(ranges) == 1:
+        fn(*args, 0, bsz, grads)
+        return
+    if _pool is None or _pool_key[0] != os.getpid() or _pool_key[1] < len(ranges) - 1:
+        _pool_key = (os.getpid(), len(ranges) - 1)
+        _pool = ThreadPoolExecutor(max_workers=_pool_key[1], thread_name_prefix="localnmt-c")
+    futures = [_pool.submit(fn, *args, lo, hi, grads) for lo, hi in ranges[1:]]
+    try:
+        fn(*args, *ranges[0], grads)
+    finally:  # the threads write into the caller's tensors: never return before they end
+        wait(futures)
+    for future in futures:
+        future.result()

@@ -1,0 +1,125 @@
+"""What this install runs on: Python, torch, fairseq, the device, the C extensions, FlexAttention
+and CPU threads (in the spirit of ``python -m torch.utils.collect_env``)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import sys
+from typing import Any
+
+import torch
+
+from localnmt.machine import cpu_model, load_average
+
+
+def _version(*distributions: str) -> str | None:
+    for name in distributions:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def device_info(device: torch.device) -> dict[str, Any]:
+    """Name, and on CUDA the compute capability, memory and supported low precisions."""
+    if device.type != "cuda":
+        return {"type": "cpu", "name": cpu_model(), "cores": os.cpu_count()}
+    props = torch.cuda.get_device_properties(device)
+    return {
+        "type": "cuda",
+        "name": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "cuda": torch.version.cuda,
+        "bf16": torch.cuda.is_bf16_supported(),
+    }
+
+
+def flex_status(device: torch.device) -> dict[str, Any]:
+    """Whether the FlexAttention kernel can run here, and why (not)."""
+    from localnmt.attention.fast import flex
+
+    if not flex.available():
+        why = f"torch {torch.__version__} has no torch.nn.attention.flex_attention"
+        return {"available": False, "why": why}
+    if flex._disabled:
+        return {"available": False, "why": "turned off (LOCALNMT_FLEX=0, or failed before)"}
+    if device.type != "cuda":
+        why = "present; on the CPU only when forced (no backward there): band and SDPA run"
+        return {"available": True, "why": why}
+    return {"available": True, "why": f"taken for windows from Tk = {flex.MIN_LENGTH}"}
+
+
+def threads_status() -> dict[str, Any]:
+    """torch's CPU threads, its parallel backend, and the OpenMP settings."""
+    from localnmt.attention import threads
+
+    backend = next(
+        (line.split(":", 1)[1].strip() for line in torch.__config__.parallel_info().splitlines()
+         if line.startswith("ATen parallel backend")),
+        "?",
+    )  # fmt: skip
+    return {
+        "torch_threads": torch.get_num_threads(),
+        "parallel_backend": backend,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+        "one_thread_for_small_maps": threads.ENABLED,
+    }
+
+
+def collect(device: torch.device) -> dict[str, Any]:
+    """Everything above as one JSON-ready dict."""
+    from localnmt.attention.fast.native import extension_status
+
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "fairseq": _version("ve-fairseq", "fairseq-fixed", "fairseq"),
+        "localnmt": _version("localnmt"),
+        "cuda_available": torch.cuda.is_available(),
+        "device": device_info(device),
+        "c_extensions": [vars(status) for status in extension_status()],
+        "flex_attention": flex_status(device),
+        "threads": threads_status(),
+        "load_average": load_average(),
+    }
+
+
+def format_environment(env: dict[str, Any]) -> str:
+    """The environment as aligned ``key: value`` lines."""
+    device = env["device"]
+    if device["type"] == "cuda":
+        where = (
+            f"{device['name']} (capability {device['capability']}, {device['memory_gib']} GiB, "
+            f"CUDA {device['cuda']}, bf16 {'yes' if device['bf16'] else 'no'})"
+        )
+    else:
+        where = f"CPU: {device['name']}, {device['cores']} cores"
+    extensions = ", ".join(
+        f"{e['name'].lstrip('_')} {e['state']}" + (f" ({e['build']})" if e.get("build") else "")
+        for e in env["c_extensions"]
+    )
+    flex = env["flex_attention"]
+    th = env["threads"]
+    load = env["load_average"]
+    rows = [
+        ("python", f"{env['python']} ({env['platform']})"),
+        ("torch", env["torch"]),
+        ("fairseq", env["fairseq"] or "not found"),
+        ("localnmt", env["localnmt"] or "not installed (source tree)"),
+        ("device", where),
+        ("C extensions", extensions),
+        ("FlexAttention", f"{'yes' if flex['available'] else 'no'}: {flex['why']}"),
+        (
+            "threads",
+            f"{th['torch_threads']} torch threads ({th['parallel_backend']}), "
+            f"OMP_NUM_THREADS={th['OMP_NUM_THREADS']}, OMP_WAIT_POLICY={th['OMP_WAIT_POLICY']}",
+        ),
+        ("load average", " ".join(map(str, load)) if load else "unknown"),
+    ]
+    return "\n".join(f"{key:14} {value}" for key, value in rows)

@@ -1,0 +1,159 @@
+"""Which kernel runs, and why the others decline: the registries, forcing and the trace."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from localnmt.attention import dispatch, kernels
+from localnmt.attention.fast.native import band as native_band
+from localnmt.attention.testing import make_attention, mixed_padding
+
+SPECS = [  # (site, spec): every family, with windows, biases, post stages and value terms
+    ("encoder_self", ""),
+    ("encoder_self", "csan_1d[window=5]"),
+    ("encoder_self", "csan_2d[window=3]"),
+    ("encoder_self", "localness"),
+    ("encoder_self", "rel_pos"),
+    ("encoder_self", "block[block=4]"),
+    ("encoder_self", "bi_direct"),
+    ("encoder_self", "neighbor"),
+    ("encoder_self", "local_hard"),
+    ("encoder_self", "local_heads_renorm[masks=prev1;next1;band2;global]"),
+    ("decoder_self", "csan_1d[window=5]"),
+    ("cross", "gmm"),
+    ("cross", "gmm[variant=norm]"),
+    ("cross", "hardcoded_gaussian"),
+]
+
+
+def run_traced(site: str, spec: str, length: int, dtype=torch.float32, train: bool = True):
+    att = make_attention(site, spec, embed_dim=16, heads=4, train=train).to(dtype)
+    x = torch.randn(length, 4, 16, dtype=dtype, requires_grad=True)
+    mem = torch.randn(length + 3, 4, 16, dtype=dtype)
+    causal = site == "decoder_self"
+    mask = None if causal else mixed_padding(4, length + 3 * (site == "cross"), 2, "left")
+    future = torch.triu(torch.full((length, length), float("-inf")), 1) if causal else None
+    keys = mem if site == "cross" else x
+    with kernels.trace(explain=True) as seen:
+        out, _ = att(x, keys, keys, key_padding_mask=mask, attn_mask=future, need_weights=False)
+    return seen, out
+
+
+@pytest.mark.parametrize("site,spec", SPECS)
+@pytest.mark.parametrize("length", [9, 300])
+def test_every_call_names_its_kernel_and_every_decline_a_reason(site, spec, length):
+    seen, out = run_traced(site, spec, length)
+    assert torch.isfinite(out).all()
+    assert seen.calls, "nothing traced"
+    for call in seen.calls:
+        registry = next(r for r in dispatch.registries() if r.op == call.op)
+        assert call.kernel in registry.names(reference=True)
+        if call.kernel == registry.reference_name and not call.declined:
+            assert call.detail and call.detail[0]  # the caller said why it took the reference
+            continue
+        assert call.kernel not in call.declined
+        assert all(isinstance(why, str) and why for why in call.declined.values())
+        # explain=True: every other kernel was asked (those below: whether it would accept)
+        assert set(call.declined) == set(registry.names()) - {call.kernel}
+
+
+def test_the_trace_reports_the_expected_kernels():
+    assert run_traced("encoder_self", "", 9)[0].kernels() == ["sdpa"]
+    assert run_traced("encoder_self", "localness", 9)[0].kernels() == ["gaussian_fold"]
+    band = run_traced("encoder_self", "csan_1d[window=5]", 300)[0]
+    assert band.kernels() == ["band"]
+    assert band.calls[0].detail == (
+        ["C"] if native_band.ENABLED else ["blocked, chunked fused CPU op"]
+    )
+    rel = run_traced("encoder_self", "rel_pos", 9)[0].calls
+    assert [c.kernel for c in rel] == ["dense"] and rel[0].detail == ["value term of rel_pos"]
+    gmm = run_traced("cross", "gmm", 9)[0]
+    assert gmm.kernels("attention") == ["sdpa"] and len(gmm.kernels("gmm mixture")) == 1
+
+
+def test_weights_take_the_dense_reference_and_say_why():
+    att = make_attention("encoder_self", "csan_1d[window=3]", embed_dim=16, heads=4)
+    x = torch.randn(7, 2, 16)
+    with kernels.trace() as seen:
+        att(x, x, x, need_weights=True)
+    (call,) = seen.calls
+    assert (call.kernel, call.detail) == ("dense", ["weights requested"])
+    assert "encoder_self layer 1, B=2 H=4 Tq=7 Tk=7, float32 on cpu" in str(call)
+
+
+def test_explain_asks_every_kernel_without_running_one(monkeypatch):
+    seen, _ = run_traced("encoder_self", "", 9)
+    (call,) = seen.calls
+    assert call.kernel == "sdpa"
+    assert call.declined["band"] == "no window (band) restricts the keys"
+    assert call.declined["gaussian_fold"] == "no Gaussian (quadratic) bias to fold"
+    assert call.declined["shared_source"] == "one key row per query row (no shared source)"
+
+
+def test_forcing_an_unknown_kernel_lists_the_known_ones():
+    with pytest.raises(ValueError, match="unknown kernel 'nope' .*band.*dense.*gmm_c_step"):
+        with kernels.forced_kernel("nope"):
+            pass
+
+
+def test_forcing_the_reference_runs_it():
+    att = make_attention("encoder_self", "csan_1d[window=5]", embed_dim=16, heads=4)
+    x = torch.randn(300, 2, 16)
+    with kernels.forced_kernel("dense"), kernels.trace() as seen:
+        forced, _ = att(x, x, x, need_weights=False)
+    assert seen.kernels() == ["dense"] and seen.calls[0].forced == "dense"
+    auto, _ = att(x, x, x, need_weights=False)
+    torch.testing.assert_close(forced, auto, atol=1e-5, rtol=1e-5)
+
+
+def test_a_new_kernel_is_tried_by_priority_and_its_declines_are_reported():
+    calls = []
+
+    def check(problem):
+        return "odd length" if problem.q.size(2) % 2 else None
+
+    @kernels.register_kernel("test_probe", priority=99, check=check)
+    def probe(problem):
+        calls.append(problem.q.size(2))
+        if problem.q.size(2) == 4:
+            return dispatch.Declined("four is too few")
+        if problem.q.size(2) == 6:
+            return None  # a kernel written before decline reasons
+        return kernels.dense_attention(problem)[0]
+
+    try:
+        att = make_attention("encoder_self", "", embed_dim=16, heads=4)
+        traces = {}
+        for t in (3, 4, 6, 8):
+            x = torch.randn(t, 2, 16)
+            with kernels.trace() as traces[t]:
+                att(x, x, x, need_weights=False)
+        assert calls == [4, 6, 8]  # the check kept length 3 from running it
+        assert traces[3].calls[0].declined["test_probe"] == "odd length"
+        assert traces[4].calls[0].declined["test_probe"] == "four is too few"
+        assert traces[6].calls[0].declined["test_probe"] == "declined"
+        assert [t.kernels() for t in traces.values()] == [["sdpa"]] * 3 + [["test_probe"]]
+    finally:
+        kernels.REGISTRY.unregister("test_probe")
+    assert "test_probe" not in kernels.kernel_names()
+
+
+def test_debug_log_names_the_kernel(caplog):
+    att = make_attention("encoder_self", "localness", embed_dim=16, heads=4)
+    x = torch.randn(5, 2, 16)
+    with caplog.at_level(logging.DEBUG, logger="localnmt.attention.dispatch"):
+        att(x, x, x, need_weights=False)
+    assert any(": gaussian_fold" in r.getMessage() for r in caplog.records)
+
+
+def test_nothing_is_recorded_outside_a_trace():
+    att = make_attention("encoder_self", "", embed_dim=16, heads=4)
+    x = torch.randn(5, 2, 16)
+    with kernels.trace() as outer:
+        with kernels.trace() as inner:
+            att(x, x, x, need_weights=False)
+        att(x, x, x, need_weights=False)
+    assert len(inner.calls) == 1 and len(outer.calls) == 1  # the innermost block records

@@ -30,6 +30,8 @@ from typing import Generic, TypeVar
 
 from torch import Tensor
 
+from localnmt.errors import LocalnmtError
+
 logger = logging.getLogger(__name__)
 # one line per attention call only when asked for: importing fairseq sets the root logger to
 # DEBUG (fairseq/models/wav2vec/wav2vec2_classification.py), which would otherwise turn it on
@@ -49,7 +51,7 @@ class Declined:
     reason: str
 
 
-class KernelDeclined(RuntimeError):
+class KernelDeclined(LocalnmtError, RuntimeError):
     """A forced kernel declined its problem (the message says which problem and why)."""
 
     def __init__(self, op: str, kernel: str, reason: str, problem: str):

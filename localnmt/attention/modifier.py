@@ -33,13 +33,14 @@ from localnmt.attention.context import (
     BandMask,
     QuadraticBias,
 )
+from localnmt.errors import UsageError
 
 STAGES = ("transform", "bias", "restrict", "post", "value_term", "output_term")
 #: Suffix of the incremental-state entries that depend on the source sentence only.
 SOURCE_SUFFIX = "@source"
 
 
-class SpecError(ValueError):
+class SpecError(UsageError, ValueError):
     """A bad attention spec or option; the message says what to fix."""
 
 

@@ -52,6 +52,17 @@ def _omegaconf_globals() -> list[Any]:
     return [DictConfig, ListConfig, ContainerMetadata, Metadata, *node_types]
 
 
+def _fairseq_globals() -> list[Any]:
+    """The placeholder fairseq's state broadcast puts where tensors were (a resume with
+    several processes: rank 0 loads the checkpoint and sends it to the others, who unpickle
+    it weights-only on torch >= 2.6)."""
+    try:
+        from fairseq.distributed.utils import _TensorPlaceholder
+    except ImportError:
+        return []
+    return [_TensorPlaceholder]
+
+
 def safe_globals() -> list[Any]:
     """Everything besides tensors and plain containers that a checkpoint may hold."""
     plain_types = [dict, list, tuple, set, int, float, str, bool]
@@ -63,6 +74,7 @@ def safe_globals() -> list[Any]:
         *plain_types,
         *_omegaconf_globals(),
         *_numpy_globals(),
+        *_fairseq_globals(),
     ]
 
 

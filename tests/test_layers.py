@@ -19,7 +19,7 @@ FORBIDDEN = {
     "runs": ("localnmt.quickstart",),
 }
 BASE_MODULES = ("errors.py", "atomic.py", "digests.py", "steps.py", "batching.py",
-                "config_files.py", "safe_load.py", "locks.py")  # fmt: skip
+                "config_files.py", "safe_load.py", "locks.py", "processes.py")  # fmt: skip
 
 
 def _imports(path: Path) -> list[str]:

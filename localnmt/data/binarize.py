@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
+from localnmt import processes
 from localnmt.data.steps import DataError, atomic_path
 
 
@@ -41,7 +41,7 @@ def binarize(
         if joined_dictionary:
             cmd.append("--joined-dictionary")
         log("  $ fairseq-preprocess " + " ".join(cmd[3:]))
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = processes.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-15:])
             raise DataError(f"fairseq-preprocess failed (exit {res.returncode}):\n{tail}")
@@ -63,7 +63,7 @@ def binarize_monolingual(
             cmd += ["--validpref", ",".join(valid)]
         if srcdict is not None:
             cmd += ["--srcdict", str(srcdict)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = processes.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-15:])
             raise DataError(f"fairseq-preprocess failed (exit {res.returncode}):\n{tail}")

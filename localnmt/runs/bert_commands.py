@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+from localnmt import processes
 from localnmt.paths import resolve_user_dir
 
 if TYPE_CHECKING:  # the recipes are read when a command is built (a config error: exit 2)
@@ -70,7 +70,7 @@ def run_commands(commands: list[list[str]], dry_run: bool) -> int:
         if dry_run:
             print(shlex.join(cmd))
             continue
-        status = subprocess.run(cmd).returncode
+        status = processes.run(cmd).returncode
         if status:
             return status
     return 0

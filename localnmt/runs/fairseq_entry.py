@@ -17,15 +17,33 @@ fairseq options (:mod:`localnmt.runs.timed_validation`). Ctrl-C ends a run with 
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 
+from localnmt.errors import CheckpointError, stop_on_sigterm
 
-def allow_namespace_checkpoints() -> None:
-    """Let ``torch.load`` (weights_only) unpickle argparse-trained fairseq checkpoints."""
-    import torch
 
-    torch.serialization.add_safe_globals([argparse.Namespace])
+def allow_checkpoint_globals() -> None:
+    """Let ``torch.load`` (weights only) unpickle fairseq's checkpoints and the training state
+    rank 0 broadcasts to the other ranks on a resume (:mod:`localnmt.safe_load`'s list)."""
+    from localnmt.safe_load import allow_checkpoint_globals as allow
+
+    allow()
+
+
+def rank() -> int:
+    """This process's rank (0 outside a distributed launch)."""
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def cpu_distributed_arguments(argv: list[str]) -> list[str]:
+    """For one of several CPU processes started by torchrun: its rank and env://
+    initialisation (fairseq's own torchrun set-up assumes GPUs and divides by their count)."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if "--cpu" not in argv or world < 2 or "RANK" not in os.environ:
+        return []
+    return ["--distributed-init-method", "env://", "--distributed-rank", str(rank()),
+            "--distributed-no-spawn", "--device-id", "0"]  # fmt: skip
 
 
 def fairseq_logging() -> None:
@@ -65,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
             "generate-subsets SUBSET[,SUBSET...] RESULTS_DIR ..."
         )
     command, rest = argv[0], argv[1:]
-    allow_namespace_checkpoints()
+    allow_checkpoint_globals()
     fairseq_logging()
     if command == "generate-subsets":
         from fairseq_cli.generate import cli_main
@@ -79,14 +97,29 @@ def main(argv: list[str] | None = None) -> None:
     if command == "train":
         from fairseq_cli.train import cli_main
 
+        from localnmt.runs import checkpoint_files
+
         every, curve = pop_option(rest, "--validate-every-minutes"), pop_option(rest, "--curve")
         if every or curve:
             from localnmt.runs.timed_validation import install
 
             install(curve or "curve.jsonl", float(every) if every else None)
+        rest += cpu_distributed_arguments(rest)
+        checkpoint_files.install()
+        say = (
+            (lambda m: print(f"fairseq-train: {m}", file=sys.stderr, flush=True))
+            if rank() == 0
+            else (lambda m: None)
+        )
+        try:
+            rest += checkpoint_files.resume_arguments(rest, say)
+        except CheckpointError as err:
+            print(f"fairseq-train: error: {err}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
     else:
         from fairseq_cli.generate import cli_main
     sys.argv = [f"fairseq-{command}", *rest]
+    stop_on_sigterm()  # a launcher's SIGTERM (or its death): end like Ctrl-C
     try:
         cli_main()
     except KeyboardInterrupt:

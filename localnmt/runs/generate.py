@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+from localnmt import processes
 from localnmt.data.steps import DataError
 from localnmt.paths import default_user_dir  # noqa: F401  (the one --user-dir helper)
 
@@ -96,7 +96,7 @@ def run_generate(cmd: list[str], output: Path, log: Path | None = None) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     log = log or output.with_suffix(".log")
     with open(output, "w") as out, open(log, "w") as err:
-        done = subprocess.run(cmd, stdout=out, stderr=err)
+        done = processes.run(cmd, stdout=out, stderr=err)
     if done.returncode != 0:
         cause = failure_cause(Path(log).read_text(encoding="utf-8", errors="replace"))
         raise GenerateFailed(

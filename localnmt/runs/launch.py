@@ -1,21 +1,21 @@
-"""How a :class:`~localnmt.runs.spec.TrainSpec` becomes a fairseq-train process.
+"""How a :class:`~localnmt.runs.spec.TrainSpec` becomes fairseq-train processes.
 
-One GPU or the CPU: one Python process running :mod:`localnmt.runs.fairseq_entry`. Several
-GPUs (or nodes): ``torch.distributed.run`` (torchrun), one process per GPU, fairseq's env://
-initialisation. The process's output is streamed, line by line, to the run's log.
+One GPU or one CPU process: one Python process running :mod:`localnmt.runs.fairseq_entry`.
+Several GPUs, several CPU processes (``--cpu --procs N``) or several nodes:
+``torch.distributed.run`` (torchrun), one process per GPU or per ``--procs``, fairseq's env://
+initialisation (NCCL on GPUs, gloo on CPUs: the entry point fills in each process's rank).
+The output is streamed, line by line, to the run's log.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import shlex
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from localnmt import processes
 from localnmt.errors import UsageError
 from localnmt.paths import resolve_user_dir
 from localnmt.runs.recipes import effective_recipe, train_args
@@ -25,12 +25,11 @@ ENTRY = ["-m", "localnmt.runs.fairseq_entry", "train"]
 #: fairseq-train options whose value is a path that does not change the model (``--curve``:
 #: where the timed validations' learning curve is written, runs/timed_validation.py)
 PATH_OPTIONS = ("--save-dir", "--user-dir", "--curve")
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def world_size(spec: TrainSpec, gpus: int) -> int:
-    """Processes in the run: nodes x GPUs per node, or 1 on CPU."""
-    return spec.nnodes * gpus if gpus > 0 else 1
+    """Processes in the run: nodes x (GPUs, or CPU processes) per node."""
+    return spec.nnodes * spec.procs_per_node(gpus)
 
 
 def fairseq_args(spec: TrainSpec, gpus: int) -> list[str]:
@@ -49,6 +48,8 @@ def fairseq_args(spec: TrainSpec, gpus: int) -> list[str]:
         args.append(f"--{spec.precision}")
     if world > 1:
         args += ["--distributed-world-size", str(world)]
+        if gpus == 0:  # CPU processes: gloo, and fairseq's own data-parallel wrapper
+            args += ["--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
     return args + list(spec.extra)
 
 
@@ -68,20 +69,22 @@ def model_args(spec: TrainSpec, gpus: int) -> list[str]:
 
 
 def launch_command(spec: TrainSpec, gpus: int | None = None) -> list[str]:
-    """The full command: one Python process, or torchrun (one process per GPU, per node)."""
+    """The full command: one Python process, or torchrun (one process per GPU, or per
+    ``--procs`` on CPUs, on each node)."""
     gpus = spec.gpus_per_node() if gpus is None else gpus
     args = fairseq_args(spec, gpus)
     if world_size(spec, gpus) == 1:
         return [sys.executable, *ENTRY, *args]
+    per_node = spec.procs_per_node(gpus)
     launch = [sys.executable, "-m", "torch.distributed.run"]
     if spec.nnodes > 1:
         if not spec.master_addr:
             raise UsageError("--master-addr is needed with --nnodes > 1")
         launch += ["--nnodes", str(spec.nnodes), "--node_rank", str(spec.node_rank),
-                   "--nproc_per_node", str(gpus), "--master_addr", spec.master_addr,
+                   "--nproc_per_node", str(per_node), "--master_addr", spec.master_addr,
                    "--master_port", str(spec.master_port)]  # fmt: skip
     else:
-        launch += ["--standalone", "--nnodes", "1", "--nproc_per_node", str(gpus)]
+        launch += ["--standalone", "--nnodes", "1", "--nproc_per_node", str(per_node)]
     return [*launch, *ENTRY, *args]
 
 
@@ -96,30 +99,6 @@ def check_data_bin(data: str | Path) -> None:
         raise UsageError(f"{path} has no dict.*.txt, so it is no fairseq data-bin; {hint}")
 
 
-def _die_with_parent() -> None:
-    """In a child, before it runs: have the kernel send it SIGTERM when its parent dies, so
-    that a killed launcher (even with SIGKILL) leaves no trainer behind (Linux; elsewhere the
-    child stops at its next write to the closed log pipe)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-
-
-def stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
-    """Stop a child: SIGTERM (a trainer finishes the checkpoint it is writing, torchrun stops
-    its workers), then SIGKILL after ``grace_s``; wait for it either way."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def run_logged(
     cmd: list[str],
     log_file: Path,
@@ -127,20 +106,21 @@ def run_logged(
     append: bool = False,
     echo: bool = True,
     on_line: Callable[[str], None] | None = None,
-    env: dict[str, str] | None = None,
+    procs_per_node: int = 1,
 ) -> int:
     """Run ``cmd`` with stdout and stderr streamed, line by line, to ``log_file`` (and to this
     process's stdout with ``echo``, and to ``on_line``, e.g. a progress display); returns the
-    exit status. If this process is interrupted (Ctrl-C, SIGTERM, an error of ``on_line``)
-    the child is stopped and waited for before the interruption goes on; if it dies, the child
-    is sent SIGTERM."""
+    exit status. The child is started by :func:`localnmt.processes.start` (threads that sleep
+    when idle; ``procs_per_node`` CPU processes share the cores); if this process is
+    interrupted (Ctrl-C, SIGTERM, an error of ``on_line``) the child is stopped and waited for
+    before the interruption goes on; if this process dies, the child is sent SIGTERM."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "a" if append else "w", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
         log.flush()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", bufsize=1, env=env,
-                                preexec_fn=_die_with_parent)  # fmt: skip
+        proc = processes.start(cmd, procs_per_node=procs_per_node, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, errors="replace",
+                               bufsize=1)  # fmt: skip
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -153,7 +133,7 @@ def run_logged(
                     on_line(line.rstrip("\n"))
             return proc.wait()
         except BaseException:
-            stop(proc)
+            processes.stop(proc)
             raise
         finally:
             if proc.stdout is not None:

@@ -41,6 +41,9 @@ class TrainSpec:
     )
     gpus: int | None = option(None, minimum=0, help="GPUs per node (default: all visible)")
     cpu: bool = option(False, help="train on the CPU")
+    procs: int | None = option(
+        None, minimum=1, help="with --cpu: training processes per node (gloo; default 1)"
+    )
     precision: str | None = option(
         None, help="mixed precision", consts=(("--fp16", "fp16"), ("--bf16", "bf16"))
     )
@@ -70,6 +73,15 @@ class TrainSpec:
             raise UsageError(
                 f"--node-rank {self.node_rank} needs --nnodes above it (got {self.nnodes})"
             )
+        if self.cpu and self.gpus:
+            raise UsageError(f"--cpu trains on the CPU, so --gpus {self.gpus} means nothing: "
+                             "for several processes on CPUs give --procs N")  # fmt: skip
+        if self.cpu and self.nnodes > 1 and self.procs is None:
+            raise UsageError(f"--cpu with --nnodes {self.nnodes} needs --procs N (training "
+                             "processes per node), or the nodes would train apart")  # fmt: skip
+        if self.procs is not None and not self.cpu:
+            raise UsageError("--procs is for --cpu (processes on CPUs); on GPUs, --gpus N "
+                             "starts one process per GPU")  # fmt: skip
 
     def replace(self, **changes: Any) -> TrainSpec:
         """A copy with some fields changed."""
@@ -79,6 +91,10 @@ class TrainSpec:
         """The ``localnmt-train`` options giving this spec (for printing and re-running)."""
         argv = to_argv(self, always=("data", "save_dir", "arch", "size"))
         return argv + (["--", *self.extra] if self.extra else [])
+
+    def procs_per_node(self, gpus: int) -> int:
+        """Training processes per node: one per GPU, ``procs`` on the CPU (default 1)."""
+        return gpus if gpus > 0 else (self.procs or 1)
 
     def gpus_per_node(self) -> int:
         """0 on CPU, else ``gpus`` or the number of visible GPUs."""

@@ -40,7 +40,7 @@ def install(curve_path: Path, every_minutes: float | None = None) -> None:
         finally:
             if due:
                 cfg.dataset.validate_interval_updates, cfg.checkpoint.save_interval_updates = saved
-        if losses and losses[0] is not None:
+        if losses and losses[0] is not None and trainer.data_parallel_rank == 0:
             point = {"minutes": round(elapsed / 60.0, 4), "updates": num_updates,
                      "valid_loss": round(float(losses[0]), 4)}  # fmt: skip
             with open(curve_path, "a", encoding="utf-8") as f:

@@ -124,7 +124,8 @@ def train_run(
 
     def launch(resume: bool) -> None:
         log(f"  training {spec.arch} (log {layout.train_log})")
-        status = run_logged(cmd, layout.train_log, append=resume, echo=echo, on_line=on_line)
+        status = run_logged(cmd, layout.train_log, append=resume, echo=echo, on_line=on_line,
+                            procs_per_node=spec.procs_per_node(gpus))  # fmt: skip
         if status != 0:
             tail = layout.train_log.read_text(encoding="utf-8", errors="replace")
             raise TrainFailed(f"training exited with status {status}; see {layout.train_log}:\n"

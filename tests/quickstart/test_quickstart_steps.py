@@ -155,6 +155,8 @@ def test_default_systems_fit_their_sizing() -> None:
 
 
 class _Trainer:
+    data_parallel_rank = 0
+
     def __init__(self, times):
         self.times, self.updates = iter(times), 0
 

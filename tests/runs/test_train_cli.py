@@ -131,3 +131,38 @@ def test_slurm_template_launches_localnmt_train(tmp_path) -> None:
     assert cmd[3:13] == ["--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "4",
                          "--master_addr", "node-a", "--master_port", "29500"]  # fmt: skip
     assert _value(cmd, "--distributed-world-size") == "8" and _value(cmd, "--update-freq") == "1"
+
+
+def test_cpu_processes_use_torchrun_and_gloo(capsys) -> None:
+    cmd = _dry(capsys, "--cpu", "--procs", "2")
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                "--nproc_per_node", "2", "-m", "localnmt.runs.fairseq_entry", "train"]  # fmt: skip
+    assert cmd[: len(launcher)] == launcher and "--cpu" in cmd
+    assert _value(cmd, "--distributed-world-size") == "2"
+    assert _value(cmd, "--distributed-backend") == "gloo"
+    assert _value(cmd, "--ddp-backend") == "legacy_ddp"
+    assert _value(cmd, "--update-freq") == "4"  # 32768 tokens over 2 processes x 4096
+    nodes = _dry(capsys, "--cpu", "--procs", "2", "--nnodes", "2", "--node-rank", "1",
+                 "--master-addr", "h0")  # fmt: skip
+    assert nodes[3:13] == ["--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2",
+                           "--master_addr", "h0", "--master_port", "29500"]  # fmt: skip
+    assert _value(nodes, "--distributed-world-size") == "4"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--cpu", "--gpus", "2"], "--gpus 2 means nothing: for several processes on CPUs give "
+                                   "--procs N"),  # fmt: skip
+        (["--cpu", "--nnodes", "2", "--master-addr", "h"], "needs --procs N"),
+        (["--procs", "2"], "--procs is for --cpu"),
+        (["--cpu", "--layers", "0"], "--layers must be at least 1, got 0"),
+        (["--cpu", "--max-update", "-3"], "--max-update must be at least 1, got -3"),
+        (["--cpu", "--size", "huge"], "unknown recipe (--size) 'huge'; choose from base, big"),
+    ],
+)
+def test_impossible_settings_stop_with_one_line(argv, message, capsys) -> None:
+    with pytest.raises(SystemExit) as err:
+        train.main(["--data", "B", "--save-dir", "C", "--dry-run", *argv])
+    assert err.value.code == 2
+    assert message in capsys.readouterr().err

@@ -152,8 +152,10 @@ def test_cpu_processes_use_torchrun_and_gloo(capsys) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--cpu", "--gpus", "2"], "--gpus 2 means nothing: for several processes on CPUs give "
-                                   "--procs N"),  # fmt: skip
+        (
+            ["--cpu", "--gpus", "2"],
+            "--gpus 2 means nothing: for several processes on CPUs give --procs N",
+        ),  # fmt: skip
         (["--cpu", "--nnodes", "2", "--master-addr", "h"], "needs --procs N"),
         (["--procs", "2"], "--procs is for --cpu"),
         (["--cpu", "--layers", "0"], "--layers must be at least 1, got 0"),

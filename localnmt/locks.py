@@ -47,6 +47,15 @@ def _describe(info: dict | None) -> str:
             f"since {since})")  # fmt: skip
 
 
+def _command() -> str:
+    """This process's command line as typed (``python -m localnmt.quickstart --workdir w``),
+    shortened."""
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    if argv:
+        argv[0] = os.path.basename(argv[0])
+    return " ".join(argv)[:300]
+
+
 def acquire(directory: Path) -> None:
     """Hold ``directory`` for this process (again, if it already does); :class:`BusyError`
     when another live process holds it."""
@@ -70,8 +79,8 @@ def acquire(directory: Path) -> None:
         f.close()  # a file system without flock: run unlocked rather than not at all
         _HELD[directory] = [None, 1]
         return
-    info = {"pid": os.getpid(), "host": socket.gethostname(),
-            "command": " ".join(sys.argv)[:300], "since": time.time()}  # fmt: skip
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command(),
+            "since": time.time()}  # fmt: skip
     f.seek(0)
     f.truncate()
     f.write(json.dumps(info) + "\n")

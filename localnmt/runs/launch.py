@@ -107,20 +107,23 @@ def run_logged(
     echo: bool = True,
     on_line: Callable[[str], None] | None = None,
     procs_per_node: int = 1,
+    env: dict[str, str] | None = None,
 ) -> int:
     """Run ``cmd`` with stdout and stderr streamed, line by line, to ``log_file`` (and to this
     process's stdout with ``echo``, and to ``on_line``, e.g. a progress display); returns the
     exit status. The child is started by :func:`localnmt.processes.start` (threads that sleep
-    when idle; ``procs_per_node`` CPU processes share the cores); if this process is
+    when idle; ``procs_per_node`` CPU processes share the cores; ``env``: another
+    environment, for measurements); if this process is
     interrupted (Ctrl-C, SIGTERM, an error of ``on_line``) the child is stopped and waited for
     before the interruption goes on; if this process dies, the child is sent SIGTERM."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "a" if append else "w", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
         log.flush()
+        popen = {"env": env} if env is not None else {}
         proc = processes.start(cmd, procs_per_node=procs_per_node, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                               bufsize=1)  # fmt: skip
+                               bufsize=1, **popen)  # fmt: skip
         try:
             assert proc.stdout is not None
             for line in proc.stdout:

@@ -310,3 +310,21 @@ def test_gmm_training_benchmark_times_chosen_forms_by_cpu_clock(capsys) -> None:
     assert "cpu clock" in out
     rows = [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ")]
     assert rows[1:] == ["| baseline", "| full", "| SDPA only"]  # after the header
+
+
+def test_concurrency_bench_runs_one_training_alone_and_two_at_once(tiny_data, tmp_path) -> None:
+    from bench import concurrency
+
+    out = tmp_path / "out"
+    assert concurrency.main(["--methods", "baseline", "--repeats", "1", "--seconds", "2",
+                             "--data", str(tiny_data), "--out", str(out)]) == 0  # fmt: skip
+    report = json.loads((out / "concurrency.json").read_text())
+    (result,) = report["results"]
+    assert result["method"] == "baseline" and result["policy"] == "project"
+    assert len(result["solo_updates"]) == 1 and len(result["pair_updates"][0]) == 2
+    assert result["solo_median"] > 0 and len(result["shares"]) == 2
+    assert "| baseline | project |" in (out / "concurrency.md").read_text()
+    # the environment each policy gives a training
+    assert concurrency.POLICIES["project"]()["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in concurrency.POLICIES["spin"]()
+    assert concurrency.POLICIES["one-thread"]()["OMP_NUM_THREADS"] == "1"

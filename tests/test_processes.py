@@ -1,0 +1,33 @@
+"""The environment of the processes the project starts: idle OpenMP threads sleep unless the
+user said otherwise, and several CPU processes of one node share its cores."""
+
+from __future__ import annotations
+
+import sys
+
+from localnmt import processes
+
+
+def test_children_sleep_when_idle_unless_the_user_chose(monkeypatch) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    env = processes.child_environment()
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and "OMP_NUM_THREADS" not in env
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert processes.child_environment()["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_cpu_processes_of_a_node_share_its_cores(monkeypatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(processes, "usable_cores", lambda: 8)
+    assert processes.child_environment(procs_per_node=2)["OMP_NUM_THREADS"] == "4"
+    assert processes.child_environment(procs_per_node=16)["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert processes.child_environment(procs_per_node=2)["OMP_NUM_THREADS"] == "3"
+
+
+def test_a_child_sees_the_policy() -> None:
+    code = "import os; print(os.environ.get('OMP_WAIT_POLICY'))"
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=processes.child_environment(base={"PATH": "/usr/bin"}))  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "PASSIVE"

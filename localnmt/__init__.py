@@ -2,15 +2,14 @@
 
 Importing the package registers every model, architecture and attention method with fairseq,
 and lets new torch load fairseq's argparse checkpoints (``weights_only`` loading rejects
-``argparse.Namespace`` otherwise).
+``argparse.Namespace`` otherwise). It also drops fairseq's start-up noise
+(:mod:`localnmt.quiet`).
 """
 
-import argparse
+from localnmt import quiet, torch_compat
 
-import torch
-
-if hasattr(torch.serialization, "add_safe_globals"):
-    torch.serialization.add_safe_globals([argparse.Namespace])
+quiet.install()  # before fairseq is imported: its tensorboardX line, hydra's deprecations
+torch_compat.allow_namespace_checkpoints()
 
 from localnmt import models  # noqa: E402,F401
 from localnmt.attention import fast, methods  # noqa: E402,F401  (registration side effects)

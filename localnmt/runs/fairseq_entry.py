@@ -17,15 +17,15 @@ the last saved checkpoint is where the next run resumes.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 
 def allow_namespace_checkpoints() -> None:
-    """Let ``torch.load`` (weights_only) unpickle argparse-trained fairseq checkpoints."""
-    import torch
+    """Let ``torch.load`` (weights_only) unpickle argparse-trained fairseq checkpoints (a
+    no-op before torch 2.4, whose ``torch.load`` needs no allow-list)."""
+    from localnmt import torch_compat
 
-    torch.serialization.add_safe_globals([argparse.Namespace])
+    torch_compat.allow_namespace_checkpoints()
 
 
 def fairseq_logging() -> None:

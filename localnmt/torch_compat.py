@@ -1,0 +1,59 @@
+"""The torch versions this package runs on, and the features that need a newer one.
+
+The oldest supported torch is :data:`OLDEST` (``setup.py`` declares the same; README, "Why
+this fairseq build", says which versions were tried). Features that need a newer torch switch
+off on older ones instead of failing:
+
+- FlexAttention (``torch.nn.attention.flex_attention``, torch >= 2.5): the ``flex`` kernel is
+  unavailable and the others run (:mod:`localnmt.attention.fast.flex`);
+- ``torch.serialization.add_safe_globals`` (torch >= 2.4): not needed before it, since
+  ``torch.load`` only defaults to ``weights_only=True`` from torch 2.6 on;
+- float16 matrix products on the CPU (torch 2.2 or so): :func:`cpu_supports` says whether
+  this torch has them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+
+import torch
+
+#: The oldest torch this package is tested with (major, minor).
+OLDEST = (2, 1)
+#: The first torch with FlexAttention.
+FLEX_ATTENTION = (2, 5)
+
+
+def version(text: str | None = None) -> tuple[int, int]:
+    """``(major, minor)`` of ``text`` (default: the running torch), e.g. ``"2.5.1+cu124"``."""
+    match = re.match(r"(\d+)\.(\d+)", text or torch.__version__)
+    if match is None:
+        raise ValueError(f"not a torch version: {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def at_least(wanted: tuple[int, int]) -> bool:
+    """Whether the running torch is ``wanted`` or newer."""
+    return version() >= wanted
+
+
+def allow_namespace_checkpoints() -> bool:
+    """Let ``torch.load(weights_only=True)`` unpickle fairseq's argparse checkpoints; False
+    where this torch has no allow-list (before 2.4, whose ``torch.load`` needs none)."""
+    add = getattr(torch.serialization, "add_safe_globals", None)
+    if add is None:
+        return False
+    add([argparse.Namespace])
+    return True
+
+
+@functools.cache
+def cpu_supports(dtype: torch.dtype) -> bool:
+    """Whether this torch multiplies ``dtype`` matrices on the CPU (older ones lack float16)."""
+    try:
+        torch.nn.functional.linear(torch.ones(2, 2, dtype=dtype), torch.ones(2, 2, dtype=dtype))
+    except RuntimeError:
+        return False
+    return True

@@ -11,5 +11,6 @@ from localnmt import quiet, torch_compat
 quiet.install()  # before fairseq is imported: its tensorboardX line, hydra's deprecations
 torch_compat.allow_namespace_checkpoints()
 
-from localnmt import models  # noqa: E402,F401
-from localnmt.attention import fast, methods  # noqa: E402,F401  (registration side effects)
+with quiet.importing_fairseq():
+    from localnmt import models  # noqa: F401
+    from localnmt.attention import fast, methods  # noqa: F401  (registration side effects)

@@ -8,13 +8,17 @@ schema matching, ``strict``), and a training run adds torch's deprecation of the
 them. :func:`install` drops exactly those: one logging filter on that logger and message, and
 one ``warnings`` filter per message (the autocast one only where fairseq's code raises it);
 every other log line and warning stays (torch's "no accelerator is found" for ``pin_memory``
-on a CPU run included). The package calls it on import, before it imports fairseq.
+on a CPU run included). The package calls it on import, before it imports fairseq, and
+imports fairseq inside :func:`importing_fairseq`: fairseq's module-level ``torch.jit.script``
+calls are deprecated in new torch (a FutureWarning on every command from torch 2.15).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
+from collections.abc import Iterator
 
 #: logger name → the starts of the messages dropped from it
 NOISY_LOGS: dict[str, tuple[str, ...]] = {
@@ -60,3 +64,12 @@ def install() -> None:
         warnings.filterwarnings("ignore", message=message)
     for message, module in FAIRSEQ_DEPRECATIONS:
         warnings.filterwarnings("ignore", message=message, category=FutureWarning, module=module)
+
+
+@contextlib.contextmanager
+def importing_fairseq() -> Iterator[None]:
+    """Around the import of fairseq: no warning for its module-level ``torch.jit.script``
+    calls (deprecated in new torch); the same call elsewhere still warns."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated")
+        yield

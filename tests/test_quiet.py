@@ -21,6 +21,7 @@ NOISE = [
     "is validated against ConfigStore schema",
     "The strict flag in the compose API is deprecated",
     "torch.cuda.amp.autocast(args...)` is deprecated",
+    "`torch.jit.script` is deprecated",  # FutureWarning on fairseq's import from torch 2.15
 ]
 
 
@@ -58,6 +59,17 @@ def test_log_filter_drops_the_tensorboardx_line_only(caplog) -> None:
         logger.info("Please install tensorboardX: pip install tensorboardX")
         logger.info("a real line")
     assert [r.getMessage() for r in caplog.records] == ["a real line"]
+
+
+def test_jit_script_deprecation_dropped_only_while_fairseq_is_imported() -> None:
+    message = "`torch.jit.script` is deprecated. Please switch to `torch.compile`"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with quiet.importing_fairseq():
+            warnings.warn(message, FutureWarning, stacklevel=1)
+        assert caught == []
+        warnings.warn(message, FutureWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == [message]
 
 
 def _run(*args: str) -> str:

@@ -78,10 +78,22 @@ def test_flex_off_on_torch_without_it_says_so_once(monkeypatch) -> None:
     monkeypatch.setattr(flex, "available", lambda: False)
     monkeypatch.setattr(flex, "_told", False)
     monkeypatch.setattr(flex, "_disabled", False)
+    cpu = SimpleNamespace(q=SimpleNamespace(device=torch.device("cpu")), bands=[object()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert flex.flex_kernel(cpu) is None  # the CPU never takes it: nothing to say
     with pytest.warns(UserWarning, match=r"FlexAttention needs torch >= 2\.5"):
         assert flex.flex_kernel(_cuda_problem()) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert flex.flex_kernel(_cuda_problem()) is None  # said once only
-    with kernels.forced_kernel("flex"), pytest.raises(RuntimeError, match="torch >= 2.5"):
-        flex.flex_kernel(_cuda_problem())
+
+
+def test_flex_forced_on_torch_without_it_declines_with_the_reason(monkeypatch) -> None:
+    monkeypatch.setattr(flex, "available", lambda: False)
+    monkeypatch.setattr(flex, "_told", False)
+    monkeypatch.setattr(flex, "_disabled", False)
+    cpu = SimpleNamespace(q=SimpleNamespace(device=torch.device("cpu")), bands=[])
+    with kernels.forced_kernel("flex"):
+        with pytest.warns(UserWarning, match=r"FlexAttention needs torch >= 2\.5"):
+            assert flex.flex_kernel(cpu) is None  # declined: bench.run reports it so

@@ -17,7 +17,8 @@ uses ``band`` / SDPA instead. Declines dense masks and dense biases (SDPA takes 
 dropout (FlexAttention has none), cross-attention, and CPU problems that need gradients.
 A failure of the compiled kernel on first use is reported once and turns the kernel off
 (the next kernel runs). ``LOCALNMT_FLEX=0`` turns it off from the start. A torch without
-FlexAttention (before 2.5) says so once, on the first CUDA problem it would have taken.
+FlexAttention (before 2.5) says so once, on the first CUDA problem it would have taken (or
+the first call that forces it, which it declines).
 """
 
 from __future__ import annotations
@@ -67,11 +68,14 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _tell_unavailable(problem: AttentionProblem) -> None:
-    """Once per process, where a CUDA problem with a window would have taken FlexAttention
-    and this torch has none: say so (the other kernels compute the same numbers)."""
+def _tell_unavailable(problem: AttentionProblem, forced: bool) -> None:
+    """Once per process, where this torch has no FlexAttention and the kernel was forced or
+    a CUDA problem with a window would have taken it: say so (the other kernels compute the
+    same numbers; a forced one declines)."""
     global _told
-    if _told or _disabled or problem.q.device.type != "cuda" or not problem.bands:
+    if _told or _disabled:
+        return
+    if not forced and (problem.q.device.type != "cuda" or not problem.bands):
         return
     _told = True
     warnings.warn(
@@ -189,9 +193,7 @@ def flex_kernel(problem: AttentionProblem) -> Tensor | None:
     global _disabled
     forced = kernels.FORCE_KERNEL == "flex"
     if _disabled or not available():
-        if forced:
-            raise RuntimeError(f"localnmt: {unavailable_reason()}")
-        _tell_unavailable(problem)
+        _tell_unavailable(problem, forced)
         return None
     if not forced and (problem.q.device.type != "cuda" or not problem.bands):
         return None

@@ -9,6 +9,8 @@ and lets new torch load fairseq's argparse checkpoints (``weights_only`` loading
 from localnmt import quiet, torch_compat
 
 quiet.install()  # before fairseq is imported: its tensorboardX line, hydra's deprecations
+if (_numpy_problem := torch_compat.numpy_problem()) is not None:
+    raise ImportError(f"localnmt: {_numpy_problem}")
 torch_compat.allow_namespace_checkpoints()
 
 with quiet.importing_fairseq():

@@ -10,6 +10,10 @@ off on older ones instead of failing:
   ``torch.load`` only defaults to ``weights_only=True`` from torch 2.6 on;
 - float16 matrix products on the CPU (torch 2.2 or so): :func:`cpu_supports` says whether
   this torch has them.
+
+A torch built against NumPy 1 (2.1.2 here) cannot exchange arrays with NumPy 2, which fairseq's
+data loading needs: :func:`numpy_problem` says so, and the package refuses to import with
+the fix (``pip install 'numpy<2'``) instead of failing later in a data loader.
 """
 
 from __future__ import annotations
@@ -57,3 +61,18 @@ def cpu_supports(dtype: torch.dtype) -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def numpy_problem() -> str | None:
+    """Why torch cannot use the installed numpy (a torch built against NumPy 1 with NumPy 2
+    installed), or None."""
+    import numpy
+
+    try:
+        torch.from_numpy(numpy.zeros(1))
+    except RuntimeError as err:
+        return (
+            f"torch {torch.__version__} cannot use numpy {numpy.__version__} ({err}); "
+            "install numpy<2 for it: pip install 'numpy<2'"
+        )
+    return None

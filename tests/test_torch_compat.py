@@ -32,6 +32,18 @@ def test_namespace_allow_list_where_torch_has_one(monkeypatch, tmp_path) -> None
     assert torch_compat.allow_namespace_checkpoints() is False  # older torch: no error
 
 
+def test_numpy_problem_names_the_fix(monkeypatch) -> None:
+    assert torch_compat.numpy_problem() is None  # this install works
+
+    def from_numpy(_array):
+        raise RuntimeError("Numpy is not available")  # torch 2.1.2 with numpy 2
+
+    monkeypatch.setattr(torch, "from_numpy", from_numpy)
+    problem = torch_compat.numpy_problem()
+    assert problem is not None and "Numpy is not available" in problem
+    assert "pip install 'numpy<2'" in problem
+
+
 def test_float32_always_multiplies_on_cpu() -> None:
     assert torch_compat.cpu_supports(torch.float32)
 

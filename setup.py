@@ -10,6 +10,12 @@ from setuptools import Extension, find_packages, setup
 # upstream fairseq (2024-10) with the Python 3.11 dataclass patch. Swap for
 # "fairseq-fixed==0.12.3.1" (a source build with the same patch, about 5 min to install) here.
 FAIRSEQ_REQUIREMENT = "ve-fairseq==0.12.3"
+# The ranges that were tried (README, "Why this fairseq build"): torch 2.1.2 (the oldest; it
+# needs numpy<2, which pip cannot be told from here) to 2.15.0 (the newest release). Python:
+# ve-fairseq has cp311 and cp312 wheels only (3.10 and 3.13 would build fairseq-fixed from
+# source, not tried).
+TORCH_REQUIREMENT = "torch>=2.1"
+PYTHON_REQUIREMENT = ">=3.11,<3.13"
 
 
 def _cbuild():
@@ -54,9 +60,9 @@ setup(
             ("_band", "band.c"),
         )
     ],
-    python_requires=">=3.10",
+    python_requires=PYTHON_REQUIREMENT,
     install_requires=[
-        "torch>=2.0",
+        TORCH_REQUIREMENT,
         FAIRSEQ_REQUIREMENT,
         "sacrebleu>=2.3",
         "sentencepiece>=0.1.99",
@@ -65,7 +71,7 @@ setup(
         "jieba>=0.42",
         "janome>=0.5",
         "matplotlib>=3.7",
-        "numpy",
+        "numpy",  # <2 with torch < 2.3 (localnmt.torch_compat.numpy_problem)
         "pyyaml>=5.1",
     ],
     extras_require={"dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4"]},

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import re
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -109,3 +111,11 @@ def test_flex_forced_on_torch_without_it_declines_with_the_reason(monkeypatch) -
     with kernels.forced_kernel("flex"):
         with pytest.warns(UserWarning, match=r"FlexAttention needs torch >= 2\.5"):
             assert flex.flex_kernel(cpu) is None  # declined: bench.run reports it so
+
+
+def test_setup_declares_the_oldest_torch() -> None:
+    """setup.py's torch requirement and :data:`torch_compat.OLDEST` say the same version."""
+    text = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
+    declared = re.search(r'TORCH_REQUIREMENT = "torch>=(\d+)\.(\d+)"', text)
+    assert declared is not None
+    assert (int(declared.group(1)), int(declared.group(2))) == torch_compat.OLDEST

@@ -6,10 +6,19 @@ from pathlib import Path
 from setuptools import Extension, find_packages, setup
 
 # The one place where the fairseq build is chosen (see README, "Why this fairseq build").
-# fairseq==0.12.2 does not import on Python 3.11; ve-fairseq 0.12.3 is a cp311 binary wheel of
-# upstream fairseq (2024-10) with the Python 3.11 dataclass patch. Swap for
-# "fairseq-fixed==0.12.3.1" (a source build with the same patch, about 5 min to install) here.
-FAIRSEQ_REQUIREMENT = "ve-fairseq==0.12.3"
+# fairseq==0.12.2 does not import on Python 3.11; ve-fairseq 0.12.3 is a binary wheel (cp311,
+# cp312) of upstream fairseq (2024-10) with the Python 3.11 dataclass patch. Python 3.10 has no
+# such wheel and gets "fairseq-fixed==0.12.3.1" (a source build with the same patch, about
+# 3-5 min; it needs torch at build time, README). Swapping it in everywhere is one line here.
+FAIRSEQ_REQUIREMENTS = [
+    've-fairseq==0.12.3; python_version >= "3.11"',
+    'fairseq-fixed==0.12.3.1; python_version < "3.11"',
+]
+# The ranges that were tried (README, "Why this fairseq build"): torch 2.1.2 (the oldest; it
+# needs numpy<2, which pip cannot be told from here) to 2.15.0 (the newest release); Python
+# 3.10 (torch 2.14.1, fairseq-fixed) and 3.11. 3.13 has no ve-fairseq wheel (not tried).
+TORCH_REQUIREMENT = "torch>=2.1"
+PYTHON_REQUIREMENT = ">=3.10,<3.13"
 
 
 def _cbuild():
@@ -54,10 +63,10 @@ setup(
             ("_band", "band.c"),
         )
     ],
-    python_requires=">=3.10",
+    python_requires=PYTHON_REQUIREMENT,
     install_requires=[
-        "torch>=2.0",
-        FAIRSEQ_REQUIREMENT,
+        TORCH_REQUIREMENT,
+        *FAIRSEQ_REQUIREMENTS,
         "sacrebleu>=2.3",
         "sentencepiece>=0.1.99",
         "subword-nmt>=0.3.8",
@@ -65,7 +74,7 @@ setup(
         "jieba>=0.42",
         "janome>=0.5",
         "matplotlib>=3.7",
-        "numpy",
+        "numpy",  # <2 with torch < 2.3 (localnmt.torch_compat.numpy_problem)
         "pyyaml>=5.1",
     ],
     extras_require={"dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4"]},

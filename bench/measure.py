@@ -134,6 +134,13 @@ def _memory_events(prof) -> list[tuple[int, int]]:
             continue
         if str(event.device_type()).split(".")[-1] != "CPU":
             continue
-        out.append((event.start_ns(), event.nbytes()))
-    out.sort()
+        out.append((_start_ns(event), event.nbytes()))
+    out.sort(key=lambda e: e[0])  # stable: events of the same instant keep their order
     return out
+
+
+def _start_ns(event) -> int:
+    """An event's start in ns (torch before 2.2 records microseconds only)."""
+    if hasattr(event, "start_ns"):
+        return event.start_ns()
+    return event.start_us() * 1000

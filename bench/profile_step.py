@@ -36,7 +36,11 @@ def op_times(fn, device: torch.device, steps: int = 2) -> dict[str, float]:
             fn()
     out: dict[str, float] = defaultdict(float)
     for avg in prof.key_averages():
-        self_us = avg.self_device_time_total if device.type == "cuda" else avg.self_cpu_time_total
+        if device.type == "cuda":  # self_cuda_time_total before torch 2.4
+            new = hasattr(avg, "self_device_time_total")
+            self_us = avg.self_device_time_total if new else avg.self_cuda_time_total
+        else:
+            self_us = avg.self_cpu_time_total
         out[avg.key] += self_us / 1000.0 / steps
     return dict(out)
 

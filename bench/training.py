@@ -27,6 +27,18 @@ def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractCon
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+def grad_scaler(device: torch.device, enabled: bool) -> Any:
+    """Loss scaling for float16: ``torch.amp.GradScaler`` (torch >= 2.3), else the CUDA one
+    (a disabled scaler does nothing on any device)."""
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device.type, enabled=enabled)
+    if enabled and device.type != "cuda":
+        raise RuntimeError(
+            f"float16 training on {device.type} needs torch >= 2.3 (this is {torch.__version__})"
+        )
+    return torch.cuda.amp.GradScaler(enabled=enabled)
+
+
 class Trainer:
     """A model, its Adam optimizer and one synthetic training step."""
 
@@ -37,8 +49,7 @@ class Trainer:
         self.device = device
         self.dtype = dtype
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
-        enabled = dtype == torch.float16
-        self.scaler = torch.amp.GradScaler(device.type, enabled=enabled)
+        self.scaler = grad_scaler(device, enabled=dtype == torch.float16)
 
     def step(self, batch: Batch) -> float:
         if not self.model.training:  # the same model also runs beam search (eval mode)

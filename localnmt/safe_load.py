@@ -78,10 +78,14 @@ def safe_globals() -> list[Any]:
     ]
 
 
-def allow_checkpoint_globals() -> None:
-    """Register :func:`safe_globals` with torch, for weights-only loads done by fairseq."""
-    if hasattr(torch.serialization, "add_safe_globals"):
-        torch.serialization.add_safe_globals(safe_globals())
+def allow_checkpoint_globals() -> bool:
+    """Register :func:`safe_globals` with torch, for weights-only loads done by fairseq; False
+    where this torch has no allow-list (before 2.4, whose ``torch.load`` needs none)."""
+    add = getattr(torch.serialization, "add_safe_globals", None)
+    if add is None:
+        return False
+    add(safe_globals())
+    return True
 
 
 _GLOBAL = re.compile(r"GLOBAL (\S+)")

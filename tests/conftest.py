@@ -11,6 +11,16 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 import localnmt  # noqa: E402,F401  (registers models and methods)
+from localnmt import torch_compat  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _skip_dtypes_the_cpu_lacks(request):
+    """A test parametrized by ``dtype`` skips a dtype this torch cannot multiply on the CPU
+    (float16 on older torch)."""
+    dtype = getattr(getattr(request.node, "callspec", None), "params", {}).get("dtype")
+    if isinstance(dtype, torch.dtype) and not torch_compat.cpu_supports(dtype):
+        pytest.skip(f"this torch has no CPU {dtype} matmul")
 
 
 @pytest.fixture(scope="session")

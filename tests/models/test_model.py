@@ -15,6 +15,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 
 from localnmt import testing
 from localnmt.paths import PACKAGE_DIR
+from localnmt.safe_load import allow_checkpoint_globals
 
 VOCAB = 40
 
@@ -186,7 +187,9 @@ def test_checkpoint_round_trip_keeps_parameters(tiny_data, tmp_path):
 
     result = testing.train(tiny_data, tmp_path / "ck", "localnmt_tiny", max_update=4)
     models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([str(result.checkpoint)])
-    saved = torch.load(result.checkpoint, weights_only=True)["model"]
+    # weights-only where torch can allow-list argparse.Namespace (2.4+; older needs none)
+    weights_only = allow_checkpoint_globals()
+    saved = torch.load(result.checkpoint, weights_only=weights_only)["model"]
     loaded = models[0].state_dict()
     assert set(saved) == set(loaded)
     for key, value in saved.items():

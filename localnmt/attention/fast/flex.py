@@ -16,7 +16,9 @@ FlexAttention has no backward and its unfused fallback materialises every score,
 uses ``band`` / SDPA instead. Declines dense masks and dense biases (SDPA takes those),
 dropout (FlexAttention has none), cross-attention, and CPU problems that need gradients.
 A failure of the compiled kernel on first use is reported once and turns the kernel off
-(the next kernel runs). ``LOCALNMT_FLEX=0`` turns it off from the start.
+(the next kernel runs). ``LOCALNMT_FLEX=0`` turns it off from the start. A torch without
+FlexAttention (before 2.5) says so once, on the first CUDA problem it would have taken (or
+the first call that forces it, which it declines).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ MIN_LENGTH = 256
 CACHE_SIZE = 8
 
 _disabled = os.environ.get("LOCALNMT_FLEX", "1") == "0"
+_told = False  # whether a missing FlexAttention has been reported
 _compiled: Callable[..., Tensor] | None = None
 #: key → (the padding mask it was built from, held weakly; the BlockMask)
 _block_masks: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
@@ -57,6 +60,30 @@ def available() -> bool:
     return True
 
 
+def unavailable_reason() -> str | None:
+    """Why the kernel is off, or None when it is on."""
+    if _disabled:
+        return "FlexAttention is off (LOCALNMT_FLEX=0, or it failed once in this process)"
+    if not available():
+        return f"FlexAttention needs torch >= 2.5 (this is torch {torch.__version__})"
+    return None
+
+
+def _tell_unavailable(problem: AttentionProblem, forced: bool) -> None:
+    """Once per process, where this torch has no FlexAttention and the kernel was forced or
+    a CUDA problem with a window would have taken it: say so (the other kernels compute the
+    same numbers; a forced one declines)."""
+    global _told
+    if _told or _disabled:
+        return
+    if not forced and (problem.q.device.type != "cuda" or not problem.bands):
+        return
+    _told = True
+    warnings.warn(
+        f"localnmt: {unavailable_reason()}; windows run through the other kernels", stacklevel=3
+    )
+
+
 def _flex(device: torch.device) -> Callable[..., Tensor]:
     """Compiled FlexAttention on GPUs; the eager (unfused, reference) one on CPU."""
     global _compiled
@@ -70,17 +97,29 @@ def _flex(device: torch.device) -> Callable[..., Tensor]:
 
 
 def make_mask_mod(
-    left: Tensor, right: Tensor, real: Tensor | None, tk: int, offset: int, causal: bool
+    left: Tensor,
+    right: Tensor,
+    real: Tensor | None,
+    tk: int,
+    offset: int,
+    causal: bool,
+    keys: int | None = None,
 ) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
     """``mask_mod(b, h, q, kv)``: key ``kv`` (position ``kv mod tk``) inside query ``q``'s
     window ``[q+offset−left[h], q+offset+right[h]]``, real, and not after ``q`` if causal.
-    ``offset = tk − tq`` (incremental decoding: the queries are the last ``tq`` positions)."""
+    ``offset = tk − tq`` (incremental decoding: the queries are the last ``tq`` positions).
+
+    ``keys``: all keys, ``G·tk`` for ``G`` stacked groups (default ``real``'s length, or
+    ``tk``). Indices past the problem (torch 2.5's ``create_block_mask`` asks about whole
+    blocks of 128, beyond the last query and key) are masked, never used to index ``real``."""
+    tq = tk - offset
+    last = (keys or (tk if real is None else real.size(1))) - 1
 
     def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         rel = kv_idx % tk - (q_idx + offset)
-        keep = (rel >= -left[h]) & (rel <= right[h])
+        keep = (rel >= -left[h]) & (rel <= right[h]) & (q_idx < tq) & (kv_idx <= last)
         if real is not None:
-            keep = keep & real[b, kv_idx]
+            keep = keep & real[b, kv_idx.clamp(max=last)]
         if causal:
             keep = keep & (rel <= 0)
         return keep
@@ -92,13 +131,16 @@ def make_score_mod(
     terms: list[tuple[Tensor, Tensor, Tensor]], key_positions: Tensor, tk: int
 ) -> Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]:
     """``score_mod``: add each ``a·(j−c)² + s·(j−c)`` (``(B, H, Tq)`` tensors, vertex form) with
-    ``j`` the key's real-token position."""
+    ``j`` the key's real-token position (query indices past the last are clamped, as in
+    :func:`make_mask_mod`; their scores are masked)."""
+    last_query = terms[0][0].size(-1) - 1 if terms else 0
 
     def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         j = key_positions[b, kv_idx % tk]
+        q = q_idx.clamp(max=last_query)
         for a, c, s in terms:
-            jc = j - c[b, h, q_idx]
-            score = score + a[b, h, q_idx] * jc * jc + s[b, h, q_idx] * jc
+            jc = j - c[b, h, q]
+            score = score + a[b, h, q] * jc * jc + s[b, h, q] * jc
         return score
 
     return score_mod
@@ -130,7 +172,7 @@ def _block_mask(problem: AttentionProblem, left: Tensor, right: Tensor, groups: 
         _block_masks.move_to_end(key)
         return cached[1]
     real = None if kpm is None else ~kpm.bool()
-    mask_mod = make_mask_mod(left, right, real, tk, tk - tq, problem.causal)
+    mask_mod = make_mask_mod(left, right, real, tk, tk - tq, problem.causal, keys=tk_all)
     block_mask = create_block_mask(
         mask_mod,
         bsz if real is not None else None,
@@ -151,7 +193,8 @@ def _check(problem: AttentionProblem) -> str | None:
     if _disabled:
         return "turned off (LOCALNMT_FLEX=0, or it failed before)"
     if not available():
-        return f"this torch ({torch.__version__}) has no FlexAttention"
+        _tell_unavailable(problem, forced)
+        return unavailable_reason() or f"this torch ({torch.__version__}) has no FlexAttention"
     if not forced and problem.q.device.type != "cuda":
         return "CUDA only unless forced (no backward on CPU; the CPU has band and SDPA)"
     if not forced and not problem.bands:

@@ -30,6 +30,7 @@ from localnmt.attention import shared_source
 from localnmt.attention.fast.native import gmm_step
 from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
+from localnmt.runs.spec import DEFAULT_DECODING
 
 
 def _softmax_unchanged(self: GaussianMixture, ctx, probs):
@@ -60,9 +61,9 @@ def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: 
     batch = make_batch(dictionary, sentences, length)
     device = torch.device("cpu")
     base = Generator(build_baseline(ns, dictionary), dictionary, device, torch.float32,
-                     beam=4, steps=length)  # fmt: skip
+                     beam=DEFAULT_DECODING.beam, steps=length)  # fmt: skip
     cand = Generator(build_candidate(ns, dictionary), dictionary, device, torch.float32,
-                     beam=4, steps=length)  # fmt: skip
+                     beam=DEFAULT_DECODING.beam, steps=length)  # fmt: skip
     original, fused = GaussianMixture.post, gmm_step.ENABLED
 
     def form(post: Callable | None, c_step: bool, shared: bool) -> Callable[[], object]:
@@ -93,7 +94,10 @@ def main(argv: list[str] | None = None) -> None:
     print(describe(machine_info(torch.device("cpu"))), flush=True)
     med = take_apart(args.row, args.length, args.sentences, args.repeats, args.vocab)
     base = med["baseline"]
-    print(f"\n{args.row}, T = {args.length}, {args.sentences} sentences, beam 4\n")
+    print(
+        f"\n{args.row}, T = {args.length}, {args.sentences} sentences, beam "
+        f"{DEFAULT_DECODING.beam}\n"
+    )
     print("| form | s per batch | − baseline, ms | speed ÷ baseline |\n|---|---|---|---|")
     for name, seconds in med.items():
         print(f"| {name} | {seconds:.3f} | {1e3 * (seconds - base):+.0f} | {base / seconds:.3f} |")

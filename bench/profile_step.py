@@ -21,6 +21,7 @@ from bench.machine import describe, machine_info, pick_device
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import batch_size_for, make_batch, make_dictionary
 from bench.training import Trainer
+from localnmt.runs.spec import DEFAULT_DECODING
 
 
 def op_times(fn, device: torch.device, steps: int = 2) -> dict[str, float]:
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--length", type=int, default=32)
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--generate", action="store_true", help="profile beam search instead")
-    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--beam", type=int, default=DEFAULT_DECODING.beam)
     p.add_argument("--gen-batch", type=int, default=2)
     p.add_argument("--embed-dim", type=int, default=512)
     p.add_argument("--ffn-dim", type=int, default=2048)

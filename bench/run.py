@@ -45,6 +45,7 @@ from bench.models import (
 from bench.outputs import write_all
 from bench.synthetic import batch_size_for, make_batch, make_dictionary
 from bench.training import Trainer, compare_training
+from localnmt.runs.spec import DEFAULT_DECODING
 
 SECTIONS = ("train", "generate", "attention", "band")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -108,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--native-size", action="store_true", help="keep each row's own dims (big rows at big size)"
     )
     g.add_argument("--vocab", type=int, default=32000, help="joined vocabulary size")
-    g.add_argument("--beam", type=int, default=4)
+    g.add_argument("--beam", type=int, default=DEFAULT_DECODING.beam)
     g.add_argument("--gen-batch", type=int, help="sentences per beam search (default 8, quick 2)")
     g.add_argument(
         "--jitter",

@@ -140,11 +140,15 @@ def generate(
     data: Path,
     checkpoint: Path,
     *,
-    beam: int = 4,
+    beam: int | None = None,
     subset: str = "test",
     extra: list[str] | None = None,
 ) -> GenerateResult:
-    """``fairseq-generate`` (beam search) in process, scored with SacreBLEU."""
+    """``fairseq-generate`` (beam search; ``beam`` default: the papers',
+    :data:`~localnmt.runs.spec.DEFAULT_DECODING`) in process, scored with SacreBLEU."""
+    from localnmt.runs.spec import DEFAULT_DECODING
+
+    beam = DEFAULT_DECODING.beam if beam is None else beam
     import sacrebleu
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

@@ -8,7 +8,7 @@ sentencepiece), translates them with beam search (fairseq's generator, the plugi
 
     localnmt-translate --data-bin W/data-bin --path ckpt/checkpoint_best.pt < input.en > out.de
     localnmt-translate --data-bin W/data-bin --path ckpt.pt --input test.en --output hyp.de \\
-        [--beam 4] [--lenpen 0.6] [--max-tokens 8000] [--cpu]
+        [--beam 4] [--lenpen 0.6] [--max-len-a 0] [--max-len-b 200] [--max-tokens 8000] [--cpu]
 """
 
 from __future__ import annotations
@@ -27,8 +27,11 @@ from localnmt.data.positions import first_too_long, too_long_message
 from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenizer_for
 from localnmt.data.validate import decode_lines
+from localnmt.errors import entry_point
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines
+from localnmt.runs.options import add_options, from_options
+from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
 from localnmt.safe_load import load_checkpoint
 
 
@@ -64,10 +67,10 @@ def load(data_bin: Path, checkpoint: Path, cpu: bool = False) -> Any:
 
 
 def translate_lines(
-    hub: Any, lines: Sequence[str], info: DataInfo, *, beam: int = 4, lenpen: float = 0.6,
-    max_tokens: int = 8000,
-) -> list[str]:  # fmt: skip
-    """Translate raw lines; empty lines stay empty. Output order = input order."""
+    hub: Any, lines: Sequence[str], info: DataInfo, decode: DecodeSpec = DEFAULT_DECODING
+) -> list[str]:
+    """Translate raw lines with beam search as ``decode`` says; empty lines stay empty.
+    Output order = input order."""
     from omegaconf import open_dict
 
     pieces = prepare_source(lines, info)
@@ -78,17 +81,24 @@ def translate_lines(
         index, tokens = found
         raise DataError(too_long_message("input", todo[index] + 1, tokens, limit))
     with open_dict(hub.cfg):
-        hub.cfg.dataset.max_tokens = max_tokens
+        hub.cfg.dataset.max_tokens = decode.max_tokens
         hub.cfg.dataset.batch_size = None
     out = [""] * len(lines)
     if encoded:
         with torch.no_grad():
-            hypos = hub.generate(encoded, beam=beam, lenpen=lenpen)
+            hypos = hub.generate(
+                encoded,
+                beam=decode.beam,
+                lenpen=decode.lenpen,
+                max_len_a=decode.max_len_a,
+                max_len_b=decode.max_len_b,
+            )
         for i, hyp in zip(todo, hypos):
             out[i] = finish_target(hub.string(hyp[0]["tokens"]), info)
     return out
 
 
+@entry_point("localnmt-translate")
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point: exit 0, or 2 with one message."""
     p = argparse.ArgumentParser(
@@ -107,23 +117,16 @@ def main(argv: list[str] | None = None) -> int:
         "--input", default="-", help="raw source text, one sentence a line (default: stdin)"
     )
     p.add_argument("--output", default="-", help="detokenised translations (default: stdout)")
-    p.add_argument("--beam", type=int, default=4)
-    p.add_argument("--lenpen", type=float, default=0.6)
-    p.add_argument("--max-tokens", type=int, default=8000, help="tokens per batch")
+    add_options(p, DecodeSpec, exclude=("bpe", "detok"))  # those the data-bin records
     p.add_argument("--cpu", action="store_true", help="do not use the GPU")
     args = p.parse_args(argv)  # fmt: skip
-    try:
-        info = read_metadata(args.data_bin)
-        if args.input == "-":  # the same checked decoding as a file (lines end at \n only)
-            lines = list(decode_lines(sys.stdin.buffer, "<stdin>"))
-        else:
-            lines = read_lines(Path(args.input))
-        hub = load(args.data_bin, args.path, args.cpu)
-        out = translate_lines(hub, lines, info, beam=args.beam, lenpen=args.lenpen,
-                              max_tokens=args.max_tokens)  # fmt: skip
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    info = read_metadata(args.data_bin)
+    if args.input == "-":  # the same checked decoding as a file (lines end at \n only)
+        lines = list(decode_lines(sys.stdin.buffer, "<stdin>"))
+    else:
+        lines = read_lines(Path(args.input))
+    hub = load(args.data_bin, args.path, args.cpu)
+    out = translate_lines(hub, lines, info, from_options(DecodeSpec, args))
     text = "".join(line + "\n" for line in out)
     if args.output == "-":
         sys.stdout.write(text)

@@ -56,14 +56,31 @@ def test_stdin_empty_lines_and_errors(trained, monkeypatch, capsys, tmp_path):
     assert translate.main(["--data-bin", str(data_bin), "--path", str(ckpt), "--cpu"]) == 0
     out = capsys.readouterr().out.split("\n")
     assert len(out) == 4 and out[1] == "" and out[0] and out[2] and out[3] == ""
-    assert translate.main(["--data-bin", str(tmp_path), "--path", str(ckpt)]) == 2
+    assert _exit_status(translate.main, ["--data-bin", str(tmp_path), "--path", str(ckpt)]) == 2
     err = capsys.readouterr().err
     assert "localnmt_data.json not found" in err and "--bpe-codes" in err
-    assert translate.main(["--data-bin", str(data_bin), "--path", str(tmp_path / "no.pt")]) == 2
+    assert (
+        _exit_status(
+            translate.main, ["--data-bin", str(data_bin), "--path", str(tmp_path / "no.pt")]
+        )
+        == 2
+    )
     assert "checkpoint not found" in capsys.readouterr().err
     missing = ["--data-bin", str(data_bin), "--path", str(ckpt), "--input", str(Path("nope"))]
-    assert translate.main(missing) == 2
+    assert _exit_status(translate.main, missing) == 2
     assert "missing input file: nope" in capsys.readouterr().err
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"ok\nschl\xfcssel\n")))
-    assert translate.main(["--data-bin", str(data_bin), "--path", str(ckpt), "--cpu"]) == 2
+    assert (
+        _exit_status(translate.main, ["--data-bin", str(data_bin), "--path", str(ckpt), "--cpu"])
+        == 2
+    )
     assert "<stdin>:2: invalid UTF-8" in capsys.readouterr().err
+
+
+def _exit_status(main, argv) -> int:
+    """The status a command's main exits with (0 when it returns)."""
+    try:
+        main(argv)
+    except SystemExit as done:
+        return done.code
+    return 0

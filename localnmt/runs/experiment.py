@@ -16,7 +16,9 @@ from pathlib import Path
 
 from localnmt.data.metadata import post_processing
 from localnmt.paths import default_user_dir
+from localnmt.runs.decode_and_score import evaluate_checkpoint
 from localnmt.runs.layout import RunLayout
+from localnmt.runs.nist_eval import evaluate_nist
 from localnmt.runs.recipes import effective_recipe
 from localnmt.runs.spec import DecodeSpec, TrainSpec
 from localnmt.runs.train_run import TrainRun, train_run
@@ -73,17 +75,10 @@ def score_checkpoint(
     log: Log = print,
 ) -> dict:  # fmt: skip
     """Translate ``test`` with ``checkpoint`` and score it into ``layout.eval_dir``."""
-    search = ["--max-len-a", str(decode.max_len_a), "--max-len-b", str(decode.max_len_b),
-              "--max-tokens", str(decode.max_tokens)]  # fmt: skip
-    options = dict(bpe=decode.bpe, detok=decode.detok, beam=decode.beam, lenpen=decode.lenpen,
-                   user_dir=default_user_dir(), extra=search)  # fmt: skip
+    options = dict(decode=decode, user_dir=default_user_dir())
     if test.nist_refs is not None:
-        from localnmt.runs.nist_eval import evaluate_nist
-
         return evaluate_nist(Path(spec.data), checkpoint, layout.eval_dir, test.nist_refs,
                              baseline_dir=test.baseline, **options)  # fmt: skip
-    from localnmt.runs.evaluate import evaluate_checkpoint
-
     baseline = test.baseline / "hyp.txt" if test.baseline else None
     return evaluate_checkpoint(Path(spec.data), checkpoint, layout.eval_dir, ref=test.ref,
                                src=test.src, baseline_hyp=baseline, subset=test.subset,

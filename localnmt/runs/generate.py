@@ -9,6 +9,7 @@ from pathlib import Path
 from localnmt import processes
 from localnmt.data.steps import DataError
 from localnmt.paths import default_user_dir  # noqa: F401  (the one --user-dir helper)
+from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
 
 _LINE = re.compile(r"^([HTS])-(\d+)\t")
 
@@ -26,18 +27,17 @@ def infer_langs(data_bin: Path, subset: str = "test") -> tuple[str, str]:
 def generate_command(
     data_bin: Path,
     checkpoint: Path,
+    decode: DecodeSpec = DEFAULT_DECODING,
     *,
     subset: str = "test",
-    beam: int = 4,
-    lenpen: float = 0.6,
-    max_tokens: int = 8000,
     user_dir: str | None = None,
     source_lang: str | None = None,
     target_lang: str | None = None,
     cpu: bool | None = None,
     extra: list[str] | None = None,
 ) -> list[str]:
-    """fairseq-generate command (through our entry point that fixes checkpoint loading).
+    """fairseq-generate command (through our entry point that fixes checkpoint loading),
+    searching as ``decode`` says.
 
     ``--required-batch-size-multiple 1``: ve-fairseq 0.12.3 otherwise drops the last partial
     batch (up to 7 sentences of the test set).
@@ -46,27 +46,9 @@ def generate_command(
         import torch
 
         cpu = not torch.cuda.is_available()
-    cmd = [
-        sys.executable,
-        "-m",
-        "localnmt.runs.fairseq_entry",
-        "generate",
-        str(data_bin),
-        "--path",
-        str(checkpoint),
-        "--gen-subset",
-        subset,
-        "--beam",
-        str(beam),
-        "--lenpen",
-        str(lenpen),
-        "--max-tokens",
-        str(max_tokens),
-        "--required-batch-size-multiple",
-        "1",
-        "--num-workers",
-        "0",
-    ]
+    cmd = [sys.executable, "-m", "localnmt.runs.fairseq_entry", "generate", str(data_bin),
+           "--path", str(checkpoint), "--gen-subset", subset, *decode.generate_args(),
+           "--required-batch-size-multiple", "1", "--num-workers", "0"]  # fmt: skip
     if user_dir:
         cmd += ["--user-dir", user_dir]
     if source_lang and target_lang:

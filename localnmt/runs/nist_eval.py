@@ -18,7 +18,8 @@ from pathlib import Path
 
 from localnmt.evaluation.multi_ref import score_sets
 from localnmt.evaluation.scoring import read_lines
-from localnmt.runs.evaluate import evaluate_checkpoint, translate_subsets
+from localnmt.runs.decode_and_score import evaluate_checkpoint, translate_subsets
+from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
 
 
 def refs_dir_for(data_bin: Path) -> Path:
@@ -39,23 +40,26 @@ def evaluate_nist(
     checkpoint: Path,
     out_dir: Path,
     refs_dir: Path,
+    decode: DecodeSpec = DEFAULT_DECODING,
     *,
     baseline_dir: Path | None = None,
+    user_dir: str | None = None,
+    extra: list[str] | None = None,
     **kwargs,
 ) -> dict:
-    """Decode every test subset, score it with all its references; writes ``scores.json``.
+    """Decode every test subset as ``decode`` says, score it with all its references; writes
+    ``scores.json``.
 
     ``baseline_dir``: the baseline's ``out_dir`` (its ``<set>/hyp.txt`` are the bootstrap's
-    baseline). ``kwargs`` go to :func:`evaluate_checkpoint` (bpe, beam, lenpen, user_dir...).
+    baseline). ``kwargs`` go to :func:`evaluate_checkpoint` (scoring options).
     """
     data_bin, out_dir, refs_dir = Path(data_bin), Path(out_dir), Path(refs_dir)
     raw = data_bin.parent / "raw"
     subsets = nist_subsets(refs_dir)
     single: dict[str, dict] = {}
     hyps: dict[str, list[str]] = {}
-    generation = {k: kwargs.pop(k) for k in ("bpe", "detok", "beam", "lenpen", "user_dir",
-                                             "extra") if k in kwargs}  # fmt: skip
-    translated = translate_subsets(data_bin, checkpoint, out_dir, list(subsets), **generation)
+    translated = translate_subsets(data_bin, checkpoint, out_dir, list(subsets), decode,
+                                   user_dir=user_dir, extra=extra)  # fmt: skip
     for subset, name in subsets.items():
         ref = raw / f"{name}.en"
         base_hyp = baseline_dir / name / "hyp.txt" if baseline_dir else None

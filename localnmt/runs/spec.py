@@ -145,3 +145,7 @@ class DecodeSpec:
     def to_json(self) -> dict[str, Any]:
         """The fields, for fingerprints and reports."""
         return dataclasses.asdict(self)
+
+
+#: beam search as the papers ran it (the default of every command that translates)
+DEFAULT_DECODING = DecodeSpec()

@@ -62,7 +62,7 @@ def jieba_counts(sources: list[str], edges: tuple[int, ...]) -> list[int]:
 
 def test_buckets_segment_chinese_sources_with_jieba(tmp_path) -> None:
     from localnmt.evaluation.scoring import score
-    from localnmt.runs.evaluate import evaluate_checkpoint
+    from localnmt.runs.decode_and_score import evaluate_checkpoint
 
     sources = zh_sources()
     hyps = refs = [f"sentence number {i} ." for i in range(len(sources))]

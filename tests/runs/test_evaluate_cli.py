@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from localnmt.runs import evaluate
+from localnmt.runs import decode_and_score as evaluate
 
 
 def test_average_dir_without_checkpoints_is_a_usage_error(tmp_path, capsys) -> None:

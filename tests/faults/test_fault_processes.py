@@ -129,3 +129,25 @@ def test_sigkill_to_the_launcher_still_stops_the_trainer(tiny_data, tmp_path) ->
     finally:
         if _alive(trainer):
             os.kill(trainer, signal.SIGKILL)
+
+
+def test_a_second_quickstart_on_a_workdir_in_use_stops_at_once(tiny_data, tmp_path) -> None:
+    """Two quickstarts on one workdir used to both exit 0, their curves interleaved."""
+    work = tmp_path / "w"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from localnmt import locks; "
+         f"locks.acquire({str(work)!r}); print('held', flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = subprocess.run(
+            [sys.executable, "-m", "localnmt.quickstart", "--size", "tiny", "--data",
+             str(tiny_data), "--workdir", str(work)], capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-2000:]
+        assert f"{work} is in use by process {holder.pid}" in second.stderr
+        assert not (work / "runs").exists()  # nothing of the holder's was touched
+    finally:
+        holder.kill()
+        holder.wait()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import signal
 import sys
 import threading
@@ -80,9 +81,19 @@ def _raise_terminated(signum, frame) -> None:
 
 
 def stop_on_sigterm() -> None:
-    """Make SIGTERM raise :class:`Terminated` in this process (main thread only)."""
+    """Make SIGTERM raise :class:`Terminated` in this process (main thread only). A process
+    forked from it (a ``multiprocessing`` worker) gets the default SIGTERM back: a pool's
+    ``terminate`` must end its workers, not raise inside their queue locks."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _default_sigterm_in_forked_child() -> None:
+    if signal.getsignal(signal.SIGTERM) is _raise_terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_default_sigterm_in_forked_child)
 
 
 def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
@@ -96,6 +107,7 @@ def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
     def wrap(main: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(main)
         def run(*args, **kwargs) -> T:
+            previous = signal.getsignal(signal.SIGTERM)
             stop_on_sigterm()
             try:
                 return main(*args, **kwargs)
@@ -110,6 +122,9 @@ def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
                 print(f"{prog}: {'terminated' if terminated else 'interrupted'}; finished "
                       "work is kept", file=sys.stderr, flush=True)  # fmt: skip
                 raise SystemExit(143 if terminated else 130) from None
+            finally:  # a main called from Python leaves the process as it found it
+                if threading.current_thread() is threading.main_thread() and previous is not None:
+                    signal.signal(signal.SIGTERM, previous)
 
         return run
 

@@ -87,15 +87,17 @@ def stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
         proc.wait()
 
 
-def run(cmd: list[str], **popen: Any) -> subprocess.CompletedProcess:
-    """Run ``cmd`` to its end like ``subprocess.run`` (``capture_output``, ``text`` and the
-    ``Popen`` arguments), started by :func:`start` and stopped by :func:`stop` if this process
-    is interrupted meanwhile."""
+def run(
+    cmd: list[str], *, timeout: float | None = None, **popen: Any
+) -> subprocess.CompletedProcess:
+    """Run ``cmd`` to its end like ``subprocess.run`` (``capture_output``, ``text``,
+    ``timeout`` and the ``Popen`` arguments), started by :func:`start` and stopped by
+    :func:`stop` if this process is interrupted (or the timeout passes) meanwhile."""
     if popen.pop("capture_output", False):
         popen["stdout"] = popen["stderr"] = subprocess.PIPE
     proc = start(cmd, **popen)
     try:
-        out, err = proc.communicate()
+        out, err = proc.communicate(timeout=timeout)
     except BaseException:
         stop(proc)
         raise

@@ -31,3 +31,32 @@ def test_a_child_sees_the_policy() -> None:
     done = processes.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=processes.child_environment(base={"PATH": "/usr/bin"}))  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "PASSIVE"
+
+
+def test_a_pool_forked_under_the_sigterm_handler_ends_quietly() -> None:
+    """SIGTERM raises Terminated in a command's process, but a multiprocessing worker forked
+    from it (parallel tokenisation) gets the default back: Pool.terminate used to raise inside
+    the workers' queue locks (a traceback per worker, and a worker left waiting forever)."""
+    code = (
+        "import multiprocessing\n"
+        "from localnmt.errors import stop_on_sigterm\n"
+        "stop_on_sigterm()\n"
+        "for _ in range(10):\n"
+        "    with multiprocessing.get_context('fork').Pool(2) as pool:\n"
+        "        pool.map(abs, range(50))\n"
+        "print('done')\n"
+    )
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "done"
+    assert "Terminated" not in done.stderr
+
+
+def test_a_main_called_from_python_leaves_the_sigterm_handler_as_it_was() -> None:
+    import signal
+
+    from localnmt.errors import entry_point
+
+    before = signal.getsignal(signal.SIGTERM)
+    entry_point("demo")(lambda: 0)()
+    assert signal.getsignal(signal.SIGTERM) is before

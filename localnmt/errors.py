@@ -88,12 +88,37 @@ def stop_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, _raise_terminated)
 
 
+_TERM = {signal.SIGTERM}
+
+
+def _ours() -> bool:
+    return signal.getsignal(signal.SIGTERM) is _raise_terminated
+
+
+def _block_sigterm_across_fork() -> None:
+    # A SIGTERM that reached the child between fork() and the reset below would be dropped
+    # (CPython clears the signals its handler caught before the fork), leaving a worker that
+    # a pool's terminate cannot end: keep it pending until the child has the default back.
+    if _ours():
+        signal.pthread_sigmask(signal.SIG_BLOCK, _TERM)
+
+
+def _unblock_sigterm_in_parent() -> None:
+    if _ours():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _TERM)
+
+
 def _default_sigterm_in_forked_child() -> None:
-    if signal.getsignal(signal.SIGTERM) is _raise_terminated:
+    if _ours():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _TERM)
 
 
-os.register_at_fork(after_in_child=_default_sigterm_in_forked_child)
+os.register_at_fork(
+    before=_block_sigterm_across_fork,
+    after_in_parent=_unblock_sigterm_in_parent,
+    after_in_child=_default_sigterm_in_forked_child,
+)
 
 
 def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:

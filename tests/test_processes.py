@@ -3,6 +3,7 @@ user said otherwise, and several CPU processes of one node share its cores."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from localnmt import processes
@@ -50,6 +51,28 @@ def test_a_pool_forked_under_the_sigterm_handler_ends_quietly() -> None:
                          timeout=120)  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "done"
     assert "Terminated" not in done.stderr
+
+
+def test_a_sigterm_that_reaches_a_forked_child_before_its_reset_still_ends_it() -> None:
+    """The SIGTERM is sent by a fork hook that runs in the child before the project's own
+    (registered first): blocked across the fork, it stays pending and ends the child once the
+    default is back, where before it was dropped and the worker lived on. The parent's mask is
+    as it was."""
+    code = (
+        "import os, signal\n"
+        "os.register_at_fork(after_in_child=lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
+        "from localnmt.errors import stop_on_sigterm\n"
+        "stop_on_sigterm()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(7)  # still alive: the signal was lost\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+        "print(signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, []))\n"
+    )
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(-int(signal.SIGTERM)), "False"]
 
 
 def test_a_main_called_from_python_leaves_the_sigterm_handler_as_it_was() -> None:

@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train the baseline and locality methods for the same number of updates "
         "(a short calibration turns the budget into updates; --equal time gives each the same "
         "wall clock instead), translate the test set with beam search, score it with "
-        "SacreBLEU (95%% bootstrap intervals, paired tests against the baseline) and write "
+        "SacreBLEU (95 % bootstrap intervals, paired tests against the baseline) and write "
         "report.{json,md,png}.",
     )
     p.add_argument("--workdir", type=Path, default=Path("runs/quickstart"))

@@ -239,3 +239,12 @@ def _quiet():
     finally:
         for h in stream_handlers:
             h.setLevel(logging.NOTSET)
+
+
+def exit_status(main, argv: list[str]) -> int:
+    """The status a command's ``main`` exits with (0 when it returns)."""
+    try:
+        main(argv)
+    except SystemExit as done:
+        return done.code
+    return 0

@@ -11,6 +11,7 @@ from localnmt import testing, translate
 from localnmt.data.metadata import read_metadata
 from localnmt.data.parallel import prepare_parallel
 from localnmt.evaluation.postprocess import postprocess
+from localnmt.testing import exit_status
 
 
 @pytest.fixture(scope="module")
@@ -56,31 +57,22 @@ def test_stdin_empty_lines_and_errors(trained, monkeypatch, capsys, tmp_path):
     assert translate.main(["--data-bin", str(data_bin), "--path", str(ckpt), "--cpu"]) == 0
     out = capsys.readouterr().out.split("\n")
     assert len(out) == 4 and out[1] == "" and out[0] and out[2] and out[3] == ""
-    assert _exit_status(translate.main, ["--data-bin", str(tmp_path), "--path", str(ckpt)]) == 2
+    assert exit_status(translate.main, ["--data-bin", str(tmp_path), "--path", str(ckpt)]) == 2
     err = capsys.readouterr().err
     assert "localnmt_data.json not found" in err and "--bpe-codes" in err
     assert (
-        _exit_status(
+        exit_status(
             translate.main, ["--data-bin", str(data_bin), "--path", str(tmp_path / "no.pt")]
         )
         == 2
     )
     assert "checkpoint not found" in capsys.readouterr().err
     missing = ["--data-bin", str(data_bin), "--path", str(ckpt), "--input", str(Path("nope"))]
-    assert _exit_status(translate.main, missing) == 2
+    assert exit_status(translate.main, missing) == 2
     assert "missing input file: nope" in capsys.readouterr().err
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"ok\nschl\xfcssel\n")))
     assert (
-        _exit_status(translate.main, ["--data-bin", str(data_bin), "--path", str(ckpt), "--cpu"])
+        exit_status(translate.main, ["--data-bin", str(data_bin), "--path", str(ckpt), "--cpu"])
         == 2
     )
     assert "<stdin>:2: invalid UTF-8" in capsys.readouterr().err
-
-
-def _exit_status(main, argv) -> int:
-    """The status a command's main exits with (0 when it returns)."""
-    try:
-        main(argv)
-    except SystemExit as done:
-        return done.code
-    return 0

@@ -88,6 +88,22 @@ def padding_mask(lengths: Sequence[int], total: int, side: str) -> Tensor:
     return mask
 
 
+def one_layer_self_attention(
+    spec: str, kind: str = "encoder_self", embed_dim: int = 32, heads: int = 4
+) -> LocalAttention:
+    """Self-attention at ``kind`` with ``spec``: one layer of 6 (64 positions), training
+    mode (the windowed methods' tests)."""
+    return make_attention(kind, spec, embed_dim=embed_dim, heads=heads, num_layers=6,
+                          max_positions=64, self_attention=True, train=True)  # fmt: skip
+
+
+def two_sentences(side: str, lengths: Sequence[int] = (6, 11), embed_dim: int = 32):
+    """Seeded inputs ``(T, 2, embed_dim)`` and their padding mask, padded on ``side``."""
+    torch.manual_seed(3)
+    t = max(lengths)
+    return torch.randn(t, len(lengths), embed_dim), padding_mask(lengths, t, side)
+
+
 def mixed_padding(batch: int, length: int, real: int, side: str) -> Tensor:
     """True at padding: sentence 1 has ``real`` tokens (padded on ``side``), sentence 2 is
     padding only, the others are full."""

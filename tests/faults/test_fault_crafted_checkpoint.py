@@ -12,6 +12,7 @@ from conftest import write_crafted
 from localnmt import convert_checkpoint
 from localnmt.runs import average_checkpoints
 from localnmt.runs import decode_and_score as evaluate
+from localnmt.testing import exit_status
 
 
 def _fails_in_one_line(main, argv: list[str], capsys) -> str:
@@ -77,7 +78,7 @@ def test_translate_refuses_a_crafted_checkpoint(tmp_path, marker, capsys) -> Non
     crafted = write_crafted(tmp_path / "model.pt", marker)
     argv = ["--data-bin", str(data_bin), "--path", str(crafted),
             "--input", str(tmp_path / "in.en")]  # fmt: skip
-    assert _exit_status(translate.main, argv) == 2
+    assert exit_status(translate.main, argv) == 2
     message = capsys.readouterr().err.strip()
     assert message.startswith(f"localnmt-translate: error: {crafted}: refused to load")
     assert "\n" not in message
@@ -100,12 +101,3 @@ def test_a_damaged_checkpoint_is_one_line_naming_it(tiny_data, tmp_path, capsys,
         argv += ["--data-bin", str(tiny_data), "--out", str(tmp_path / "eval")]
         message = _fails_in_one_line(evaluate.main, argv, capsys)
         assert f"{damaged}: damaged or not a checkpoint" in message
-
-
-def _exit_status(main, argv) -> int:
-    """The status a command's main exits with (0 when it returns)."""
-    try:
-        main(argv)
-    except SystemExit as done:
-        return done.code
-    return 0

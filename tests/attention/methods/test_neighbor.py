@@ -6,23 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from localnmt.attention import LocalAttention, testing
+from localnmt.attention import testing
 
 E, H, D = 32, 4, 8
 
 
-def make(spec: str, kind: str = "encoder_self") -> LocalAttention:
-    """Self-attention at ``kind``: one layer of 6 (64 positions), training mode."""
-    return testing.make_attention(kind, spec, embed_dim=E, heads=H, num_layers=6,
-                                  max_positions=64, self_attention=True, train=True)  # fmt: skip
-
-
-def batch(side: str, lengths=(6, 11)):
-    torch.manual_seed(3)
-    t = max(lengths)
-    return torch.randn(t, len(lengths), E), testing.padding_mask(lengths, t, side)
-
-
+make = testing.one_layer_self_attention
+batch = testing.two_sentences
 check = testing.assert_probs_per_sentence
 
 

@@ -57,6 +57,7 @@ def parse_model_args(
     from fairseq import options
 
     import localnmt  # noqa: F401  (registers archs and methods)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     parser = options.get_training_parser()
     argv = ["/nonexistent", "--arch", arch, "--share-all-embeddings", *args, *overrides]
@@ -72,6 +73,8 @@ def _task(dictionary) -> Any:
 def build_candidate(ns: argparse.Namespace, dictionary) -> nn.Module:
     """The row's model (``ARCH_MODEL_REGISTRY[ns.arch]``)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     return ARCH_MODEL_REGISTRY[ns.arch].build_model(copy.deepcopy(ns), _task(dictionary))
 

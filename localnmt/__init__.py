@@ -1,21 +1,20 @@
-"""localnmt: local attention for fairseq NMT (use with ``--user-dir $(localnmt-path)``).
+"""localnmt: every published way of making Transformer attention local.
 
-Importing the package registers every model, architecture and attention method with fairseq,
-and registers with torch the globals fairseq checkpoints hold (:mod:`localnmt.safe_load`), so
-that weights-only loading (torch's default) reads them and refuses anything else. It also
-drops fairseq's start-up noise (:mod:`localnmt.quiet`).
+The attention core, :mod:`localnmt.attention`, is plain PyTorch: its modules and functions
+(:mod:`localnmt.attention.layers`) serve any model. Two thin adapters sit on it: the fairseq
+plugin, :mod:`localnmt.fairseq_plugin` (``fairseq-train --user-dir $(localnmt-path)``), and the
+Hugging Face transformers adapter, :mod:`localnmt.hf`. Importing this package imports neither
+framework, with one exception kept for command lines and checkpoints written before the plugin
+had its own subpackage: when fairseq imports this package itself (an old ``--user-dir`` naming
+this folder), the plugin is registered as it was then.
 """
 
-from localnmt import quiet, torch_compat
+import sys
 
-quiet.install()  # before fairseq is imported: its tensorboardX line, hydra's deprecations
+from localnmt import torch_compat
+
 if (_numpy_problem := torch_compat.numpy_problem()) is not None:
     raise ImportError(f"localnmt: {_numpy_problem}")
 
-from localnmt.safe_load import allow_checkpoint_globals  # noqa: E402
-
-allow_checkpoint_globals()
-
-with quiet.importing_fairseq():
-    from localnmt import models  # noqa: F401
-    from localnmt.attention import fast, methods  # noqa: F401  (registration side effects)
+if "fairseq" in sys.modules:  # e.g. --user-dir <this folder>: fairseq is importing us
+    import localnmt.fairseq_plugin  # noqa: F401  (registration side effects)

@@ -31,6 +31,7 @@ def convert(src: Path, dst: Path, arch: str, overrides: dict[str, str] | None = 
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     import localnmt  # noqa: F401  (registers the archs)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     if arch not in ARCH_MODEL_REGISTRY:
         raise UsageError(f"unknown --arch '{arch}'")

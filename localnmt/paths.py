@@ -4,23 +4,22 @@ place that decides which ``--user-dir`` a launched fairseq process gets."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+#: The fairseq plugin, the folder ``--user-dir`` names (:mod:`localnmt.fairseq_plugin`).
+PLUGIN_DIR = PACKAGE_DIR / "fairseq_plugin"
 
 
 def default_user_dir() -> str | None:
     """The plugin directory for ``--user-dir`` once the plugin package imports, else None."""
-    if not (PACKAGE_DIR / "__init__.py").exists():
+    if not (PLUGIN_DIR / "__init__.py").exists():
         return None
     try:
-        found = importlib.util.find_spec("localnmt.models") is not None
-        if found:
-            importlib.import_module("localnmt.models")
+        importlib.import_module("localnmt.fairseq_plugin")
     except Exception:  # a plugin that does not import is no plugin
         return None
-    return str(PACKAGE_DIR) if found else None
+    return str(PLUGIN_DIR)
 
 
 def resolve_user_dir(choice: str | None) -> str | None:
@@ -35,7 +34,7 @@ def resolve_user_dir(choice: str | None) -> str | None:
 
 def main() -> None:
     """Print the directory to pass to fairseq's ``--user-dir``."""
-    print(PACKAGE_DIR)
+    print(PLUGIN_DIR)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ def preprocess(raw: Path, dest: Path, src: str = "src", tgt: str = "tgt") -> Pat
     from fairseq import options
     from fairseq_cli import preprocess as fairseq_preprocess
 
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
+
     parser = options.get_preprocessing_parser()
     args = parser.parse_args(
         [
@@ -108,6 +110,8 @@ def train(
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq_cli import train as fairseq_train
 
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
+
     argv = [
         str(data), "--user-dir", str(PACKAGE_DIR), "--arch", arch,
         "--task", "translation", "--optimizer", "adam", "--lr", str(lr),
@@ -153,6 +157,8 @@ def generate(
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq_cli import generate as fairseq_generate
+
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     argv = [
         str(data), "--user-dir", str(PACKAGE_DIR), "--path", str(checkpoint),

@@ -53,6 +53,7 @@ def load(data_bin: Path, checkpoint: Path, cpu: bool = False) -> Any:
     from fairseq import checkpoint_utils, hub_utils
 
     import localnmt  # noqa: F401  (registers the architectures and methods)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     load_checkpoint(Path(checkpoint), mmap=True)  # missing, damaged or crafted: one line
     info = read_metadata(data_bin)

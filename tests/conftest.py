@@ -10,7 +10,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-import localnmt  # noqa: E402,F401  (registers models and methods)
+import localnmt.fairseq_plugin  # noqa: E402,F401  (registers the fairseq models)
 from localnmt import torch_compat  # noqa: E402
 
 

@@ -44,6 +44,7 @@ def load_model(path: str | Path, data: str | Path | None = None) -> tuple[nn.Mod
     from fairseq import checkpoint_utils
 
     import localnmt  # noqa: F401  (registers the architectures)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     overrides = {"data": str(data)} if data is not None else {}
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(

@@ -134,6 +134,7 @@ def load_fresh_model(
     from fairseq import checkpoint_utils
 
     import localnmt  # noqa: F401  (registers the architectures)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     overrides = {"data": str(data)} if data is not None else {}
     _models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(

@@ -38,6 +38,7 @@ def load_model(path: str, data: str) -> tuple[Any, Any]:
     from fairseq import checkpoint_utils
 
     import localnmt  # noqa: F401
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [path], arg_overrides={"data": data}

@@ -206,6 +206,7 @@ def run(
     from fairseq import checkpoint_utils
 
     import localnmt  # noqa: F401  (registers the model and methods)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [checkpoint], arg_overrides={"data": data_dir}

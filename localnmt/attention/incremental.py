@@ -1,8 +1,8 @@
-"""A ``LocalAttention``'s buffers in fairseq's incremental state, and beam search's shared source.
+"""A ``LocalAttention``'s buffers in a decoding state, and beam search's shared source.
 
-fairseq keeps one dict per attention module across decoding steps (``prev_key``,
-``prev_value``, ``prev_key_padding_mask``). :class:`DecodingBuffer` is this module's view of
-that dict for one call: it appends the step's keys and values (or reuses a cross-attention's
+The state follows fairseq's convention, which any decoder can hold: one dict per attention
+module across decoding steps (``prev_key``, ``prev_value``, ``prev_key_padding_mask``).
+:class:`DecodingBuffer` is this module's view of that dict for one call: it appends the step's keys and values (or reuses a cross-attention's
 static source), counts each hypothesis's decoder step (``query_offset``, for modifiers that
 read query positions), and reorders every entry when beam search reorders hypotheses. Beam
 search's shared source (:mod:`localnmt.attention.shared_source`): a cross-attention whose
@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
 from localnmt.attention.modifier import SOURCE_SUFFIX
+from localnmt.attention.multihead_parameters import IncrementalState, MultiheadParameters
 from localnmt.attention.shared_source import GROUP_KEY, regroup, source_group
-
-IncrementalState = dict[str, dict[str, Tensor | None]]
 
 _BASE_BUFFER_KEYS = ("prev_key", "prev_value", "prev_key_padding_mask")
 #: cross-attention buffers that depend on the source sentence only
@@ -40,7 +38,7 @@ class DecodingBuffer:
     @classmethod
     def open(
         cls,
-        attention: MultiheadAttention,
+        attention: MultiheadParameters,
         incremental_state: IncrementalState,
         key: Tensor | None,
         value: Tensor | None,
@@ -89,15 +87,9 @@ class DecodingBuffer:
             # it as (B, H, Tk, d) strides over the whole batch for every key)
             k, v = k.contiguous(), v.contiguous()
         assert k is not None and v is not None
-        key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
-            key_padding_mask=key_padding_mask,
-            prev_key_padding_mask=saved.get("prev_key_padding_mask"),
-            batch_size=bsz,
-            src_len=k.size(2),
-            static_kv=static_kv,
+        key_padding_mask = append_key_padding_mask(
+            key_padding_mask, saved.get("prev_key_padding_mask"), bsz, k.size(2), static_kv
         )
-        if key_padding_mask is not None:
-            key_padding_mask = key_padding_mask.bool()  # fairseq's helper returns floats
         saved["prev_key"] = k
         saved["prev_value"] = v
         saved["prev_key_padding_mask"] = key_padding_mask
@@ -110,6 +102,27 @@ class DecodingBuffer:
         start = torch.zeros(bsz, device=device) if offset is None else offset
         self.entries["query_offset"] = start + steps
         return offset
+
+
+def append_key_padding_mask(
+    new: Tensor | None, prev: Tensor | None, batch: int, keys: int, static_kv: bool
+) -> Tensor | None:
+    """The padding mask ``(B, keys)`` of the cached keys followed by this step's (fairseq's
+    rule: a side without a mask is unpadded; a static source keeps its cached mask)."""
+    if prev is not None and static_kv:
+        return prev.bool()
+    if prev is not None and new is not None:
+        return torch.cat([prev.bool(), new.bool()], dim=1)
+    if prev is None and new is None:
+        return None
+    known = prev if prev is not None else new
+    assert known is not None
+    known = known.bool()
+    if keys <= known.size(1):
+        return known
+    filler = known.new_zeros(batch, keys - known.size(1))
+    # fairseq puts the filler after cached keys and before a new step's keys
+    return torch.cat([known, filler] if prev is not None else [filler, known], dim=1)
 
 
 def reorder_buffer(

@@ -1,7 +1,7 @@
 """The one attention module of localnmt (docs/design.md, "The pipeline").
 
-``LocalAttention`` has fairseq's ``MultiheadAttention`` parameters (same names and shapes) and
-runs::
+``LocalAttention`` is plain PyTorch: it has fairseq's ``MultiheadAttention`` parameters (same
+names, shapes and initialisation: :mod:`~localnmt.attention.multihead_parameters`) and runs::
 
     q, k, v = proj(x)            (+ incremental cache, static_kv for cross-attention)
     transform                    modifiers may change q / k / v
@@ -12,8 +12,9 @@ runs::
     o = p·v + value_term
     out = out_proj(o + output_term(o))
 
-With no modifier it gives the numbers of fairseq's ``MultiheadAttention``. It owns its forward:
-fairseq's fused fast path would skip every modifier. With ``recording = True`` each forward
+With no modifier it gives the numbers of fairseq's ``MultiheadAttention``. The framework adapters
+(:mod:`localnmt.fairseq_plugin`, :mod:`localnmt.hf`) hold it or call :meth:`attend_heads` on
+projections of their own; nothing here imports a framework. With ``recording = True`` each forward
 leaves an :class:`~localnmt.attention.record.AttentionRecord` in ``last_record``.
 
 The forward is the orchestration; each concern is a module of its own: the decoding buffer
@@ -27,7 +28,6 @@ restrictions turned into a problem (:mod:`~localnmt.attention.problem_builder`),
 from __future__ import annotations
 
 import torch
-from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
 from localnmt.attention import kernels, shared_source
@@ -42,6 +42,7 @@ from localnmt.attention.kernels import (
     fast_attention,
 )
 from localnmt.attention.modifier import AttentionModifier, apply_head_selection
+from localnmt.attention.multihead_parameters import MultiheadParameters
 from localnmt.attention.positions import positions_of_call
 from localnmt.attention.problem_builder import build_problem
 from localnmt.attention.record import AttentionRecord
@@ -50,7 +51,7 @@ from localnmt.attention.threads import one_thread_if_small
 __all__ = ["IncrementalState", "LocalAttention"]
 
 
-class LocalAttention(MultiheadAttention):
+class LocalAttention(MultiheadParameters):
     """Multi-head attention run as a pipeline of modifiers (see module docstring)."""
 
     def __init__(
@@ -68,8 +69,6 @@ class LocalAttention(MultiheadAttention):
         add_zero_attn: bool = False,
         self_attention: bool = False,
         encoder_decoder_attention: bool = False,
-        q_noise: float = 0.0,
-        qn_block_size: int = 8,
     ):
         super().__init__(
             embed_dim,
@@ -82,8 +81,6 @@ class LocalAttention(MultiheadAttention):
             add_zero_attn=add_zero_attn,
             self_attention=self_attention,
             encoder_decoder_attention=encoder_decoder_attention,
-            q_noise=q_noise,
-            qn_block_size=qn_block_size,
         )
         self.site = site
         self.modifiers = nn.ModuleList(modifiers or [])
@@ -167,8 +164,8 @@ class LocalAttention(MultiheadAttention):
         q = q * self.scaling
         if self.bias_k is not None:
             assert k is not None and v is not None
-            k, v, attn_mask, key_padding_mask = self._add_bias(
-                k, v, attn_mask, key_padding_mask, bsz
+            k, v, key_padding_mask, attn_mask = self._add_bias(
+                k, v, key_padding_mask, attn_mask, bsz
             )
         q = self._split_heads(q, bsz)
         k = None if k is None else self._split_heads(k, bsz // key_group)
@@ -184,37 +181,14 @@ class LocalAttention(MultiheadAttention):
             self._set_input_buffer(incremental_state, buffer.entries)
         assert k is not None and v is not None
 
-        if key_padding_mask is not None and key_padding_mask.dim() == 0:
-            key_padding_mask = None
-        if self.add_zero_attn:
-            k, v, key_padding_mask, attn_mask = self._zero_attn(k, v, key_padding_mask, attn_mask)
-
-        # decoding steps and small batches: the map is too small to share among threads
-        with one_thread_if_small(bsz * self.num_heads * tgt_len * k.size(2), q.device):
-            ctx = self._context(query, q, k, v, key_padding_mask, buffer, query_offset)
-            ctx.key_group = key_group
-            for modifier in self._uses("transform"):
-                modifier.transform(ctx)
-            problem = build_problem(
-                ctx, list(self.modifiers), key_padding_mask, attn_mask, self._dropout_p(),
-                self.site.causal,
-            )  # fmt: skip
-            if before_softmax:
-                kernels.note_reference(problem, "before_softmax: logits requested")
-                # blocked keys at the output dtype's most negative finite value, not −inf
-                # (float16 cannot hold MASK_VALUE): a row without keys stays NaN-free
-                logits = dense_logits(problem).clamp(min=torch.finfo(query.dtype).min)
-                values = ctx.v.repeat_interleave(key_group, dim=0) if key_group > 1 else ctx.v
-                return logits.view(-1, *logits.shape[2:]).type_as(query), values.reshape(
-                    -1, *values.shape[2:]
-                )
-            out, probs = self._attend(ctx, problem, need_weights)
-            for modifier in self._uses("output_term"):
-                term = modifier.output_term(ctx, out)
-                if term is not None:
-                    out = out + apply_head_selection(modifier, term, 0.0)
-        if self.recording:
-            self.last_record = ctx.record
+        if before_softmax:
+            return self._logits_and_values(query, q, k, v, key_padding_mask, attn_mask, buffer,
+                                           query_offset, key_group)  # fmt: skip
+        out, probs = self.attend_heads(
+            query, q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+            state=None if buffer is None else buffer.entries, query_offset=query_offset,
+            key_group=key_group, need_weights=need_weights,
+        )  # fmt: skip
 
         out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
         out = self.out_proj(out)
@@ -224,6 +198,96 @@ class LocalAttention(MultiheadAttention):
             if not need_head_weights:
                 weights = weights.mean(dim=0)
         return out, weights
+
+    def attend_heads(
+        self,
+        query_input: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        state: dict | None = None,
+        query_offset: Tensor | None = None,
+        key_group: int = 1,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """The pipeline on projected heads: ``q`` ``(B, H, Tq, d)`` already scaled by
+        ``1/√d``, ``k`` and ``v`` ``(B/key_group, H, Tk, d)`` (cached keys included),
+        ``query_input`` the layer input ``(Tq, B, C)`` the queries came from. Masks follow
+        fairseq: ``key_padding_mask`` ``(B, Tk)`` True at padding, ``attn_mask`` ``(Tq, Tk)``
+        bool (True = blocked) or additive float; the causal triangle of a decoder
+        self-attention site comes from the site itself. ``state`` is this module's decoding
+        dict (modifiers keep their per-hypothesis tensors there), ``query_offset`` each
+        row's decoder step in cross-attention. Returns ``(out (B, H, Tq, d), probabilities
+        (B, H, Tq, Tk) or None)``; the probabilities only with ``need_weights``."""
+        ctx, problem = self._problem(
+            query_input, q, k, v, key_padding_mask, attn_mask, state, query_offset, key_group
+        )
+        with one_thread_if_small(problem_size(q, k, self.num_heads), q.device):
+            out, probs = self._attend(ctx, problem, need_weights)
+            for modifier in self._uses("output_term"):
+                term = modifier.output_term(ctx, out)
+                if term is not None:
+                    out = out + apply_head_selection(modifier, term, 0.0)
+        if self.recording:
+            self.last_record = ctx.record
+        return out, probs
+
+    def _problem(
+        self,
+        query_input: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding_mask: Tensor | None,
+        attn_mask: Tensor | None,
+        state: dict | None,
+        query_offset: Tensor | None,
+        key_group: int,
+    ) -> tuple[AttentionContext, AttentionProblem]:
+        """The call's context (transforms applied) and kernel problem."""
+        if key_padding_mask is not None and key_padding_mask.dim() == 0:
+            key_padding_mask = None
+        if self.add_zero_attn:
+            k, v, key_padding_mask, attn_mask = self._zero_attn(k, v, key_padding_mask, attn_mask)
+        with one_thread_if_small(problem_size(q, k, self.num_heads), q.device):
+            ctx = self._context(query_input, q, k, v, key_padding_mask, state, query_offset)
+            ctx.key_group = key_group
+            for modifier in self._uses("transform"):
+                modifier.transform(ctx)
+            problem = build_problem(
+                ctx, list(self.modifiers), key_padding_mask, attn_mask, self._dropout_p(),
+                self.site.causal,
+            )  # fmt: skip
+        return ctx, problem
+
+    def _logits_and_values(
+        self,
+        query: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding_mask: Tensor | None,
+        attn_mask: Tensor | None,
+        buffer: DecodingBuffer | None,
+        query_offset: Tensor | None,
+        key_group: int,
+    ) -> tuple[Tensor, Tensor]:
+        """fairseq's ``before_softmax``: the logits ``(B·H, Tq, Tk)`` and values."""
+        state = None if buffer is None else buffer.entries
+        ctx, problem = self._problem(
+            query, q, k, v, key_padding_mask, attn_mask, state, query_offset, key_group
+        )
+        kernels.note_reference(problem, "before_softmax: logits requested")
+        # blocked keys at the output dtype's most negative finite value, not −inf
+        # (float16 cannot hold MASK_VALUE): a row without keys stays NaN-free
+        logits = dense_logits(problem).clamp(min=torch.finfo(query.dtype).min)
+        values = ctx.v.repeat_interleave(key_group, dim=0) if key_group > 1 else ctx.v
+        return logits.view(-1, *logits.shape[2:]).type_as(query), values.reshape(
+            -1, *values.shape[2:]
+        )
 
     def _attend(
         self, ctx: AttentionContext, problem: AttentionProblem, need_weights: bool
@@ -295,10 +359,9 @@ class LocalAttention(MultiheadAttention):
         k: Tensor,
         v: Tensor,
         key_padding_mask: Tensor | None,
-        buffer: DecodingBuffer | None,
+        saved: dict | None,
         query_offset: Tensor | None,
     ) -> AttentionContext:
-        saved = None if buffer is None else buffer.entries
         positions = positions_of_call(
             self_attention=self.self_attention,
             cross_attention=self.encoder_decoder_attention,
@@ -336,3 +399,8 @@ class LocalAttention(MultiheadAttention):
                            self._shares_source())  # fmt: skip
             incremental_state = self._set_input_buffer(incremental_state, entries)
         return incremental_state
+
+
+def problem_size(q: Tensor, k: Tensor, heads: int) -> int:
+    """Scores in one call's attention map (``B·H·Tq·Tk``), for the thread heuristic."""
+    return q.size(0) * heads * q.size(2) * k.size(2)

@@ -6,7 +6,7 @@ column and model. EN-RU trains with 25K tokens per update, EN-DE with 32K (task
 ``wmt14_en_ru`` carries the 25K). Tables 2 and 3 print the baseline (a) again; it is a row of
 each table so that a table reproduces with its own Δ. Table 4 (GLUE dev accuracy of QQP,
 SST-2, MNLI, QNLI; task ``glue``) fine-tunes the BERT-base archs of
-``localnmt.models.roberta_local``: the first row, plain BERT-base, is the reference.
+``localnmt.fairseq_plugin.roberta_local``: the first row, plain BERT-base, is the reference.
 
 The rows are data, in ``configs/pande2021.yaml``; this module keeps the code: the paper's
 "Attn params" column (Tables 2, 3) counts the encoder self-attention weight matrices (no
@@ -51,6 +51,7 @@ def encoder_attention_params(
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     import localnmt  # noqa: F401  (registers archs)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     parser = options.get_training_parser()
     ns = options.parse_args_and_arch(parser, ["/nonexistent", "--arch", arch, *args])

@@ -34,6 +34,7 @@ def count_parameters(arch: str, args: tuple[str, ...] = (), vocab: int = COUNT_V
     from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderModel
 
     import localnmt  # noqa: F401  (registers archs)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     model_cls = ARCH_MODEL_REGISTRY[arch]
     encoder_only = issubclass(model_cls, FairseqEncoderModel)
@@ -61,7 +62,7 @@ def _no_bert_init():
     tensors cannot do); initialisation does not change the count."""
     import fairseq.models.roberta.model as roberta_model
 
-    import localnmt.models.roberta_local as roberta_local
+    import localnmt.fairseq_plugin.roberta_local as roberta_local
 
     def noop(module) -> None:
         return None

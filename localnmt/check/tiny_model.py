@@ -38,6 +38,8 @@ def build_tiny_model(site: str, spec: str, words: Dictionary, seed: int = 0) -> 
     from fairseq import options
     from fairseq.models import ARCH_MODEL_REGISTRY
 
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
+
     argv = ["/nonexistent", "--arch", "localnmt_tiny", "--share-all-embeddings",
             "--dropout", "0", "--attention-dropout", "0"]  # fmt: skip
     if spec:

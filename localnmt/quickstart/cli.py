@@ -12,14 +12,15 @@ from pathlib import Path
 import torch
 from fairseq import options
 
+import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 from localnmt import locks
 from localnmt.attention.spec import SpecError
 from localnmt.catalog import CatalogRow, load_rows
 from localnmt.data.gettext_corpus import prepare_gettext_pair
 from localnmt.data.layout import raw_file
 from localnmt.errors import UsageError, entry_point
+from localnmt.fairseq_plugin.transformer import check_model_specs
 from localnmt.machine import load_average, machine_summary
-from localnmt.models.transformer import check_model_specs
 from localnmt.quickstart.calibration import calibrate
 from localnmt.quickstart.report import write_json, write_markdown, write_plot
 from localnmt.quickstart.results import collect, corpus_meta

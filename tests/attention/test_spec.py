@@ -15,7 +15,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 from localnmt.attention import spec as spec_module
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.modifier import AttentionModifier, SpecError
-from localnmt.models import transformer
+from localnmt.fairseq_plugin import transformer
 
 SPECS = {
     "--encoder-attn-modifiers": "localness[layers=1-2] + rel_pos[clip=2]",

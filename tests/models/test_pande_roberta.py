@@ -12,7 +12,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq.models.roberta import RobertaModel
 
 from localnmt.attention import LocalAttention
-from localnmt.models.roberta_local import PANDE2021_BERT_ARCHS
+from localnmt.fairseq_plugin.roberta_local import PANDE2021_BERT_ARCHS
 
 #: Keep 12 layers × 12 heads; shrink widths (head dim 8).
 SMALL = ["--encoder-embed-dim", "96", "--encoder-ffn-embed-dim", "64", "--max-positions", "32"]

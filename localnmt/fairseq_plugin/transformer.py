@@ -28,6 +28,7 @@ from fairseq.models.transformer.transformer_decoder import TransformerDecoderBas
 from fairseq.models.transformer.transformer_encoder import TransformerEncoderBase
 from fairseq.models.transformer.transformer_legacy import base_architecture
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.quant_noise import quant_noise
 from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,
@@ -45,7 +46,7 @@ from localnmt.attention.spec import (
     parse_spec,
     validate_specs,
 )
-from localnmt.models import extensions
+from localnmt.fairseq_plugin import extensions
 
 SPEC_FLAGS = {
     "encoder_self": "encoder_attn_modifiers",
@@ -148,16 +149,18 @@ def _pipeline_attention(
     it."""
     site = _site(cfg, kind, layer.layer_index)
     heads = cfg.encoder.attention_heads if kind == "encoder_self" else cfg.decoder.attention_heads
-    return LocalAttention(
+    attention = LocalAttention(
         embed_dim,
         heads,
         site=site,
         modifiers=build_modifiers(specs, site),
         dropout=cfg.attention_dropout,
-        q_noise=layer.quant_noise,
-        qn_block_size=layer.quant_noise_block_size,
         **kwargs,
     )
+    if layer.quant_noise > 0:  # fairseq's quant-noise: a forward pre-hook on each projection
+        for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+            quant_noise(getattr(attention, name), layer.quant_noise, layer.quant_noise_block_size)
+    return attention
 
 
 class LocalEncoderLayer(TransformerEncoderLayerBase):

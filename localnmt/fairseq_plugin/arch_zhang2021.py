@@ -11,7 +11,7 @@ from typing import Any
 
 from fairseq.models import register_model_architecture
 
-from localnmt.models.architectures import MODEL, default_specs, localnmt_base, localnmt_big
+from localnmt.fairseq_plugin.architectures import MODEL, default_specs, localnmt_base, localnmt_big
 
 #: Cross-attention specs of the Table 2 systems.
 SPECS = {

@@ -13,7 +13,7 @@ from typing import Any
 
 from fairseq.models import register_model_architecture
 
-from localnmt.models.architectures import MODEL, default_specs, localnmt_base, localnmt_big
+from localnmt.fairseq_plugin.architectures import MODEL, default_specs, localnmt_base, localnmt_big
 
 LOWER = "layers=1-3"
 #: encoder spec (or CNN flags) of each method, all on encoder layers 1–3

@@ -3,8 +3,8 @@
 GLUE sentence classification).
 
 fairseq's ``RobertaEncoder.build_encoder`` builds a ``TransformerEncoder``; the only change here
-is to build :class:`~localnmt.models.transformer.LocalTransformerEncoder` instead (same layers,
-same parameter names), configured by ``--encoder-attn-modifiers`` and the tying flags
+is to build :class:`~localnmt.fairseq_plugin.transformer.LocalTransformerEncoder` instead (same
+layers, same parameter names), configured by ``--encoder-attn-modifiers`` and the tying flags
 (``--encoder-tie-attn-layers``). With no spec it is fairseq's RoBERTa.
 
 Table 4 archs (12 layers × 12 heads, band masks on all 144 heads):
@@ -37,8 +37,8 @@ from fairseq.utils import safe_hasattr
 
 from localnmt.attention.modifier import SpecError, modifier_names
 from localnmt.attention.spec import parse_spec
-from localnmt.models import extensions
-from localnmt.models.transformer import (
+from localnmt.fairseq_plugin import extensions
+from localnmt.fairseq_plugin.transformer import (
     LocalTransformerEncoder,
     SiteSpecs,
     _spec_type,

@@ -13,7 +13,7 @@ from typing import Any
 
 from fairseq.models import register_model_architecture
 
-from localnmt.models.architectures import MODEL, default_specs, localnmt_base
+from localnmt.fairseq_plugin.architectures import MODEL, default_specs, localnmt_base
 
 #: "All masks used once and identity mask repeated twice" (configs d, e, f, i, j, k, l).
 ALL_MASKS = "prev1;prev2;next1;next2;band1;band2;identity;identity"

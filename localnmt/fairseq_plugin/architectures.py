@@ -13,7 +13,7 @@ from fairseq.models.transformer.transformer_legacy import (
     transformer_vaswani_wmt_en_de_big,
 )
 
-from localnmt.models.transformer import LocalTransformerModel  # noqa: E402  (registers the model)
+from localnmt.fairseq_plugin.transformer import LocalTransformerModel  # noqa: E402  (registers the model)
 
 MODEL = "localnmt_transformer"
 assert LocalTransformerModel is not None

@@ -23,7 +23,7 @@ from torch import nn
 
 from localnmt.attention.modifier import SpecError
 from localnmt.attention.spec import parse_ranges
-from localnmt.models import extensions
+from localnmt.fairseq_plugin import extensions
 
 PROJECTIONS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "out_proj"}
 

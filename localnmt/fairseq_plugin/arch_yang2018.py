@@ -10,7 +10,7 @@ from typing import Any
 
 from fairseq.models import register_model_architecture
 
-from localnmt.models.architectures import MODEL, default_specs, localnmt_base, localnmt_big
+from localnmt.fairseq_plugin.architectures import MODEL, default_specs, localnmt_base, localnmt_big
 
 #: The main configuration (Tables 2–5): query-specific window, encoder layers 1–3.
 YANG2018_ENCODER = "localness[layers=1-3,window=query]"

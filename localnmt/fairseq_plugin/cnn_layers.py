@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from localnmt.attention.spec import parse_ranges
-from localnmt.models import extensions
+from localnmt.fairseq_plugin import extensions
 
 CONV_TYPES = ("separable", "standard")
 

@@ -2,12 +2,13 @@
 
 The state follows fairseq's convention, which any decoder can hold: one dict per attention
 module across decoding steps (``prev_key``, ``prev_value``, ``prev_key_padding_mask``).
-:class:`DecodingBuffer` is this module's view of that dict for one call: it appends the step's keys and values (or reuses a cross-attention's
-static source), counts each hypothesis's decoder step (``query_offset``, for modifiers that
-read query positions), and reorders every entry when beam search reorders hypotheses. Beam
-search's shared source (:mod:`localnmt.attention.shared_source`): a cross-attention whose
-modifiers do not read the keys stores one key row per group of equal rows (``key_group``);
-the grouping is found at the first step and kept, or regrouped, when the batch changes size.
+:class:`DecodingBuffer` is this module's view of that dict for one call: it appends the step's
+keys and values (or reuses a cross-attention's static source), counts each hypothesis's decoder
+step (``query_offset``, for modifiers that read query positions), and reorders every entry when
+beam search reorders hypotheses. Beam search's shared source
+(:mod:`localnmt.attention.shared_source`): a cross-attention whose modifiers do not read the
+keys stores one key row per group of equal rows (``key_group``); the grouping is found at the
+first step and kept, or regrouped, when the batch changes size.
 """
 
 from __future__ import annotations

@@ -60,6 +60,8 @@ class AttentionModifier(nn.Module):
     #: keeps one key row per sentence instead of per hypothesis only where no modifier does
     #: (``ctx.key_group``; :mod:`localnmt.attention.shared_source`).
     reads_keys: ClassVar[bool] = True
+    #: Whether a stage reads ``ctx.query_input`` (the layer input, not the projections).
+    reads_layer_input: ClassVar[bool] = False
 
     def __init__(self, options: Any, site: AttentionSite, heads: list[int] | None = None):
         super().__init__()

@@ -43,6 +43,7 @@ class Block(AttentionModifier):
     """Intra-block attention + gated attention over source2token block summaries."""
 
     name = "block"
+    reads_layer_input = True
     sites = ("encoder_self",)
 
     @dataclass

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from localnmt.paths import PACKAGE_DIR
+from localnmt.paths import PLUGIN_DIR
 
 #: Tiny model dimensions: override the size of any architecture on the command line.
 TINY_DIMS = [
@@ -113,7 +113,7 @@ def train(
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     argv = [
-        str(data), "--user-dir", str(PACKAGE_DIR), "--arch", arch,
+        str(data), "--user-dir", str(PLUGIN_DIR), "--arch", arch,
         "--task", "translation", "--optimizer", "adam", "--lr", str(lr),
         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "5",
         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
@@ -161,7 +161,7 @@ def generate(
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     argv = [
-        str(data), "--user-dir", str(PACKAGE_DIR), "--path", str(checkpoint),
+        str(data), "--user-dir", str(PLUGIN_DIR), "--path", str(checkpoint),
         "--task", "translation", "--gen-subset", subset, "--beam", str(beam),
         "--batch-size", "24", "--required-batch-size-multiple", "1",
         "--cpu", "--num-workers", "0", *(extra or []),

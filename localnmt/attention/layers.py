@@ -217,9 +217,9 @@ def local_attention(
     ``v`` ``(B, H, Tk, d)`` (cached keys included); returns ``(out (B, H, Tq, d), weights
     (B, H, Tq, Tk) or None)``. ``attention`` holds the methods and their parameters (its
     projections are not used); ``query_input`` ``(B, Tq, C)`` is the layer input, which
-    BLOCK's gate reads. ``scaling`` multiplies
-    ``q`` (default ``1/√d``); ``causal`` (default: the site's) adds the causal triangle to
-    ``attn_mask`` (``(Tq, Tk)`` bool, True = blocked, or additive float). ``state`` is the
+    BLOCK's gate reads. ``scaling`` multiplies ``q`` (default ``1/√d``); ``causal`` (default:
+    the site's) adds the causal triangle to ``attn_mask`` (``(Tq, Tk)`` bool, True = blocked,
+    or additive float). ``state`` is the
     module's decoding dict and ``query_offset`` each row's decoder step, for methods that
     follow decoding in cross-attention."""
     scale = attention.scaling if scaling is None else scaling
@@ -236,7 +236,10 @@ def local_attention(
             else attn_mask.masked_fill(blocked, float("-inf"))
         )
     if query_input is None:
-        query_input = q.transpose(1, 2).reshape(q.size(0), tq, -1)
+        readers = [m.name for m in attention.modifiers if m.reads_layer_input]
+        if readers:
+            raise ValueError(f"method {readers[0]} reads the layer input: pass query_input")
+        query_input = q.new_zeros(q.size(0), tq, 0)  # read by no method here
     return attention.attend_heads(
         query_input.transpose(0, 1), q * scale, k, v, key_padding_mask=key_padding_mask,
         attn_mask=attn_mask, state=state, query_offset=query_offset, need_weights=need_weights,

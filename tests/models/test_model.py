@@ -14,7 +14,7 @@ from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 from localnmt import testing
-from localnmt.paths import PACKAGE_DIR
+from localnmt.paths import PACKAGE_DIR, PLUGIN_DIR
 from localnmt.safe_load import allow_checkpoint_globals
 
 VOCAB = 40
@@ -80,7 +80,7 @@ def test_unknown_method_is_an_argparse_error_naming_choices():
 
 
 def test_unknown_arch_is_an_argparse_error():
-    res = _run_parse(["/x", "--user-dir", str(PACKAGE_DIR), "--arch", "localnmt_nope"])
+    res = _run_parse(["/x", "--user-dir", str(PLUGIN_DIR), "--arch", "localnmt_nope"])
     assert res.returncode == 2
     assert "invalid choice" in res.stderr and "localnmt_base" in res.stderr
 
@@ -197,7 +197,9 @@ def test_checkpoint_round_trip_keeps_parameters(tiny_data, tmp_path):
 
 
 def test_fairseq_interactive_translates_with_the_plugin(tiny_data, tmp_path):
-    """``fairseq-interactive --user-dir`` loads a localnmt checkpoint and beam-searches stdin."""
+    """``fairseq-interactive --user-dir`` loads a localnmt checkpoint and beam-searches stdin;
+    the ``--user-dir`` here is the package folder that command lines named before the plugin
+    had its own subpackage, which must keep working."""
     result = testing.train(tiny_data, tmp_path / "ck", "localnmt_tiny", max_update=4)
     cmd = [
         sys.executable, "-m", "fairseq_cli.interactive", str(tiny_data),

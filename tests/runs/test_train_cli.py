@@ -70,11 +70,11 @@ def test_tokens_per_update_and_separate_vocab(capsys) -> None:
 
 
 def test_user_dir_auto_and_explicit(capsys) -> None:
-    from localnmt.paths import PACKAGE_DIR
+    from localnmt.paths import PLUGIN_DIR
 
     argv = ["--data", "BIN", "--save-dir", "CK", "--dry-run", "--cpu"]
     train.main(argv)
-    assert _value(shlex.split(capsys.readouterr().out), "--user-dir") == str(PACKAGE_DIR)
+    assert _value(shlex.split(capsys.readouterr().out), "--user-dir") == str(PLUGIN_DIR)
     train.main([*argv, "--user-dir", "/plug"])
     assert _value(shlex.split(capsys.readouterr().out), "--user-dir") == "/plug"
 

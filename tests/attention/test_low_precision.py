@@ -137,3 +137,23 @@ def test_a_fill_that_overflows_in_float16_fails_these_checks(monkeypatch):
     with pytest.raises(AssertionError, match="not finite"):
         check_low_precision("encoder_self", "", torch.float16)
     check_low_precision("encoder_self", "", torch.bfloat16)
+
+
+@pytest.mark.parametrize("site,spec", [("cross", "gmm"), ("cross", "gmm[variant=norm]"),
+                                       ("encoder_self", "localness[window=query]")])  # fmt: skip
+def test_training_steps_under_cpu_autocast(site, spec):
+    """bfloat16 autocast with float32 parameters (mixed precision, as --amp): the hand-written
+    backward of GMM's predictors once multiplied the autocast gradient by the float32 weights
+    and stopped; the loss must stay finite and fall."""
+    from localnmt.check.tiny_model import (
+        build_tiny_model,
+        dictionary,
+        reversal_batch,
+        train_updates,
+    )
+
+    words = dictionary()
+    losses = train_updates(build_tiny_model(site, spec, words), reversal_batch(words), 6,
+                           torch.bfloat16)  # fmt: skip
+    assert all(torch.isfinite(torch.tensor(losses))), losses
+    assert losses[-1] < losses[0], losses

@@ -56,7 +56,11 @@ class _PredictorGemms(torch.autograd.Function):
                 wanted = [t for t, w in zip(inputs, ctx.needs_input_grad) if w]
                 found = iter(torch.autograd.grad(out, wanted, grad, create_graph=True))
             return tuple(next(found) if w else None for w in ctx.needs_input_grad)
-        grad = grad.reshape(-1, grad.size(-1))
+        # under autocast the forward's products ran in the hidden layer's dtype: so does this
+        # backward (autograd casts each gradient back to its input's dtype)
+        low = hidden.dtype
+        rows, w1, w2 = rows.to(low), w1.to(low), w2.to(low)
+        grad = grad.reshape(-1, grad.size(-1)).to(low)
         d_hidden = grad @ w2
         torch.ops.aten.sigmoid_backward.grad_input(d_hidden, hidden, grad_input=d_hidden)
         need_q, need_w1, need_b1, need_w2, need_b2 = ctx.needs_input_grad

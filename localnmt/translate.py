@@ -58,8 +58,8 @@ def load(data_bin: Path, checkpoint: Path, cpu: bool = False) -> Any:
 
     state = load_checkpoint(Path(checkpoint), mmap=True)  # missing, damaged, crafted: one line
     info = read_metadata(data_bin)
-    check_data_bin(Path(checkpoint), state, Path(data_bin), subword=True)  # another run's?
     check_vocabulary(Path(checkpoint), state, Path(data_bin), info.src, info.tgt)
+    check_data_bin(Path(checkpoint), state, Path(data_bin), subword=True)  # another run's?
     del state
     try:
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(

@@ -75,12 +75,13 @@ def check_fits_model(
     extra: Sequence[str] = (),
 ) -> None:  # fmt: skip
     """The checkpoint loads and was trained with the data-bin's dictionaries
-    (:mod:`localnmt.provenance`, :mod:`localnmt.runs.model_fit`), and no sentence of the subset is longer than the positions
-    fairseq-generate will allow (the model's, and the task's: 1024 unless ``extra`` sets
-    ``--max-source-positions`` / ``--max-target-positions``)."""
+    (:mod:`localnmt.provenance`, :mod:`localnmt.runs.model_fit`), and no sentence of the
+    subset is longer than the positions fairseq-generate will allow (the model's, and the
+    task's: 1024 unless ``extra`` sets ``--max-source-positions`` /
+    ``--max-target-positions``)."""
     state = load_checkpoint(checkpoint, mmap=True)  # quick: the tensors are not read
-    check_data_bin(Path(checkpoint), state, Path(data_bin))  # another run's dictionaries?
     check_vocabulary(Path(checkpoint), state, Path(data_bin), src, tgt)
+    check_data_bin(Path(checkpoint), state, Path(data_bin))  # another run's dictionaries?
     model_limits = model_positions(state)
     del state
     sides = (("source", src, "--max-source-positions"), ("target", tgt, "--max-target-positions"))

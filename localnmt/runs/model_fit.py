@@ -78,6 +78,15 @@ def option(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _filled_in_by_the_model(name: str, asked_value: Any, asked: Any) -> bool:
+    """A value the model sets when it is built, so the saved one differs from what the
+    command line gives: a default left as None (positions, say), the decoder's shared
+    input/output embedding implied by ``--share-all-embeddings``."""
+    if asked_value is None:
+        return True
+    return name == "share_decoder_input_output_embed" and bool(value(asked, "share_all_embeddings"))
+
+
 def differences(held: Any, asked: Any, only: Sequence[str] | None = None) -> list[str]:
     """The model settings that differ, each ``--OPTION HELD (asked: ASKED)``; the arch first.
     ``only``: compare these options alone (besides the arch)."""
@@ -88,7 +97,7 @@ def differences(held: Any, asked: Any, only: Sequence[str] | None = None) -> lis
         names &= set(only)
     for name in sorted(names):
         a, b = _plain(value(held, name)), _plain(value(asked, name))
-        if a != b:
+        if a != b and not _filled_in_by_the_model(name, b, asked):
             out.append(f"{option(name)} {a!r} (asked: {b!r})")
     return out
 

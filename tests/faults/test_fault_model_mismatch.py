@@ -53,7 +53,8 @@ def test_a_resume_with_other_attention_settings_is_refused(baseline, tiny_data, 
         "x 64, decoder 1 layers x 64, vocabularies 56 (source) / 56 (target), trained with other "
         "model settings: --encoder-attn-modifiers None (asked: 'csan_1d[window=3]'); train with "
         f"the settings it was trained with, or give --start-over to move the checkpoints of "
-        f"{save} to {save}/stale/ and train afresh")
+        f"{save} to {save}/stale/ and train afresh"
+    )
     before = sorted(p.name for p in save.glob("checkpoint*.pt"))
     aside = resume_checks.start_over(save)  # what --start-over does first
     assert sorted(p.name for p in aside.glob("checkpoint*.pt")) == before
@@ -87,7 +88,8 @@ def test_restore_file_from_a_model_with_other_layers_is_refused(baseline, tiny_d
         f"localnmt-train: error: {restore} holds localnmt_base, encoder 1 layers x 64, decoder 1 "
         "layers x 64, vocabularies 56 (source) / 56 (target), trained with other model "
         "settings: --decoder-layers 1 (asked: 2); --encoder-layers 1 (asked: 2); give a "
-        "checkpoint of a model of these dimensions")
+        "checkpoint of a model of these dimensions"
+    )
 
 
 def test_a_resume_on_another_data_bin_is_refused(baseline, tiny_data, tmp_path, capsys) -> None:
@@ -125,4 +127,5 @@ def test_translate_with_a_dictionary_of_another_size(baseline, tmp_path, capsys)
         f"localnmt-translate: error: {ckpt} holds localnmt_base, encoder 1 layers x 64, decoder "
         "1 layers x 64, vocabularies 56 (source) / 56 (target), but "
         f"{other}/dict.src.txt has 64 entries for its source vocabulary of 56: give the "
-        "data-bin the checkpoint was trained on")
+        "data-bin the checkpoint was trained on"
+    )

@@ -57,7 +57,8 @@ def test_a_fallback_that_loses_many_updates_needs_to_be_asked_for(tmp_path) -> N
         f"{tmp_path}/checkpoint_last.pt: damaged or not a checkpoint (the file is empty or cut "
         f"short); use another checkpoint of the run; the most trained checkpoint that loads, "
         f"{older}, is 380 updates behind {tmp_path}/checkpoint_134_400.pt (400 updates); "
-        "restore the newer file, or give --accept-lost-updates to resume from what loads")
+        "restore the newer file, or give --accept-lost-updates to resume from what loads"
+    )
     said: list[str] = []
     got = checkpoint_files.resume_arguments(_argv(tmp_path), said.append, accept_loss=True)
     assert got == ["--restore-file", str(older)] and "380 updates behind" in said[0]
@@ -102,7 +103,8 @@ def test_the_checkpoint_records_its_data_bins_digests(trained) -> None:
     data_bin, ckpt = trained
     held = provenance.recorded(torch.load(ckpt, weights_only=False))
     assert held["dictionaries"] == {
-        name: provenance.sha256_file(data_bin / name) for name in ("dict.de.txt", "dict.en.txt")}
+        name: provenance.sha256_file(data_bin / name) for name in ("dict.de.txt", "dict.en.txt")
+    }
     assert list(held["subword_models"]) and held["data_bin"] == str(data_bin.resolve())
 
 
@@ -119,7 +121,8 @@ def test_translate_refuses_a_reordered_dictionary(trained, tmp_path, capsys) -> 
         f"localnmt-translate: error: {ckpt} was trained with the dictionary "
         f"{data_bin.resolve()}/dict.de.txt (sha256 {digest(data_bin / 'dict.de.txt')[:12]}), not "
         f"with {other}/dict.de.txt (sha256 {digest(other / 'dict.de.txt')[:12]}): another run's "
-        "file maps tokens to other words; give the data-bin it was trained on")
+        "file maps tokens to other words; give the data-bin it was trained on"
+    )
     assert not (tmp_path / "hyp").exists()
 
 
@@ -129,8 +132,15 @@ def test_translate_refuses_another_subword_model(trained, tmp_path, capsys) -> N
     model = next(p for p in other.iterdir() if p.name in provenance.recorded(
         torch.load(ckpt, weights_only=False))["subword_models"])  # fmt: skip
     _reorder(model)
-    argv = ["--data-bin", str(other), "--path", str(ckpt), "--cpu", "--input",
-            str(other.parent / "raw" / "test.en")]
+    argv = [
+        "--data-bin",
+        str(other),
+        "--path",
+        str(ckpt),
+        "--cpu",
+        "--input",
+        str(other.parent / "raw" / "test.en"),
+    ]
     assert exit_status(translate.main, argv) == 2
     assert f"with the subword model {data_bin.resolve()}/{model.name}" in capsys.readouterr().err
 
@@ -142,8 +152,13 @@ def test_evaluate_refuses_a_reordered_dictionary(trained, tmp_path, capsys) -> N
     argv = ["--data-bin", str(other), "--checkpoint", str(ckpt), "--out", str(tmp_path / "ev")]
     assert exit_status(decode_and_score.main, argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"evaluate: error: {ckpt} was trained with "
-                          f"the dictionary {data_bin.resolve()}/dict.en.txt") and "\n" not in err
+    assert (
+        err.startswith(
+            f"evaluate: error: {ckpt} was trained with "
+            f"the dictionary {data_bin.resolve()}/dict.en.txt"
+        )
+        and "\n" not in err
+    )
     assert f"not with {other}/dict.en.txt" in err
     assert not (tmp_path / "ev" / "scores.json").exists()
 
@@ -154,12 +169,22 @@ def test_a_checkpoint_without_digests_still_loads_with_a_note(trained, tmp_path,
     del state[provenance.KEY]
     old = tmp_path / "old.pt"
     torch.save(state, old)
-    argv = ["--data-bin", str(data_bin), "--path", str(old), "--cpu", "--input",
-            str(data_bin.parent / "raw" / "test.en"), "--output", str(tmp_path / "hyp")]
+    argv = [
+        "--data-bin",
+        str(data_bin),
+        "--path",
+        str(old),
+        "--cpu",
+        "--input",
+        str(data_bin.parent / "raw" / "test.en"),
+        "--output",
+        str(tmp_path / "hyp"),
+    ]
     assert exit_status(translate.main, argv) == 0
     assert capsys.readouterr().err.splitlines()[0] == (
         f"note: {old} records no digests of its dictionaries (written before checkpoints "
-        f"did): {data_bin}'s are not checked against it")
+        f"did): {data_bin}'s are not checked against it"
+    )
     assert (tmp_path / "hyp").read_text().count("\n") == 8
 
 

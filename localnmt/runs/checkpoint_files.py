@@ -135,7 +135,9 @@ def survey(save_dir: Path, exclude: Path) -> list[Candidate]:
         except CheckpointError:
             found.append(Candidate(path, None, False))
             continue
-        found.append(Candidate(path, updates(state), True))
+        stored = updates(state)  # a bare state (no training history): its name says
+        found.append(Candidate(path, stored, True) if stored is not None else
+                     Candidate(path, Candidate(path, None, True).named_updates, True))  # fmt: skip
         del state
     return sorted(found, key=lambda c: (c.loads, c.updates or 0, c.path.stat().st_mtime_ns),
                   reverse=True)  # fmt: skip

@@ -123,6 +123,9 @@ def train(
         "--dropout", "0.0", "--share-all-embeddings", "--cpu", "--disable-validation",
         *(TINY_DIMS if dims is None else dims), *(extra or []),
     ]  # fmt: skip
+    from localnmt.runs import checkpoint_files
+
+    checkpoint_files.install()  # atomic saves, stamped with their provenance, as users get
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, argv)
     cfg = convert_namespace_to_omegaconf(args)

@@ -30,6 +30,8 @@ from localnmt.data.validate import decode_lines
 from localnmt.errors import entry_point
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines
+from localnmt.provenance import check_data_bin
+from localnmt.runs.model_fit import check_vocabulary, load_failure
 from localnmt.runs.options import add_options, from_options
 from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
 from localnmt.safe_load import load_checkpoint
@@ -55,12 +57,19 @@ def load(data_bin: Path, checkpoint: Path, cpu: bool = False) -> Any:
     import localnmt  # noqa: F401  (registers the architectures and methods)
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
-    load_checkpoint(Path(checkpoint), mmap=True)  # missing, damaged or crafted: one line
+    state = load_checkpoint(Path(checkpoint), mmap=True)  # missing, damaged, crafted: one line
     info = read_metadata(data_bin)
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(checkpoint)],
-        arg_overrides={"data": str(data_bin), "source_lang": info.src, "target_lang": info.tgt},
-    )
+    check_vocabulary(Path(checkpoint), state, Path(data_bin), info.src, info.tgt)
+    check_data_bin(Path(checkpoint), state, Path(data_bin), subword=True)  # another run's?
+    del state
+    try:
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+            [str(checkpoint)],
+            arg_overrides={"data": str(data_bin), "source_lang": info.src,
+                           "target_lang": info.tgt},
+        )  # fmt: skip
+    except RuntimeError as err:  # torch's size mismatch: one line comparing the two
+        raise load_failure(Path(checkpoint), err) from None
     hub = hub_utils.GeneratorHubInterface(cfg, task, models).eval()
     if torch.cuda.is_available() and not cpu:
         hub = hub.cuda()

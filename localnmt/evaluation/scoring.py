@@ -73,6 +73,11 @@ def summary(result: dict) -> str:
         f"SacreBLEU {result['sacrebleu']['score']:.2f}  ({result['sacrebleu']['signature']})",
         f"tokenized BLEU {result['tokenized_bleu']['score']:.2f}",
     ]
+    if result.get("training"):
+        from localnmt.provenance import describe_training
+
+        lines.append(f"checkpoint {result['training']['checkpoint']}: "
+                     f"{describe_training(result['training'])}")  # fmt: skip
     if "bootstrap" in result:
         b = result["bootstrap"]
         lines.append(f"vs baseline: {b['delta']:+.2f} BLEU, p={b['p_value']:.3f} {b['marker']}")

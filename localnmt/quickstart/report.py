@@ -37,6 +37,9 @@ class SeedRun:
     updates_per_s: float | None
     params: int | None
     curve: list[dict] = field(default_factory=list)
+    #: the scored checkpoint's training (``scores.json``'s ``training``: its updates, its
+    #: run's max_update, whether the run finished)
+    training: dict | None = None
 
 
 @dataclass
@@ -65,6 +68,11 @@ class SystemResult:
         """Every run learned something (:func:`learned`)."""
         runs = self.seeds or [SeedRun(1, self.bleu, self.updates, 0.0, None, None, self.curve)]
         return all(learned(r.bleu, r.curve) for r in runs)
+
+    @property
+    def unfinished(self) -> list[SeedRun]:
+        """The runs whose scored checkpoint comes from a run that did not finish."""
+        return [r for r in self.seeds if (r.training or {}).get("finished") is False]
 
     def to_dict(self) -> dict:
         """Plain dict for JSON, with ``learned``."""
@@ -136,8 +144,12 @@ def write_markdown(workdir: Path, systems: list[SystemResult], meta: dict[str, A
         score = f"{s.bleu:.2f}" + (f" ± {s.bleu_sd:.2f}" if s.bleu_sd is not None else "")
         bleu = score if s.learned else f"({score})"
         minutes = f"{s.minutes:.1f}" if s.minutes is not None else "-"
+        unfinished = "".join(
+            f" (seed {r.seed} unfinished: {r.training['updates']} of "
+            f"{r.training['max_update']} updates)" for r in s.unfinished)  # fmt: skip
         lines.append(
-            f"| {s.row} (`{s.name}`) | {bleu} | {s.ci[0]:.2f}–{s.ci[1]:.2f} | {_delta(s, base)} "
+            f"| {s.row} (`{s.name}`){unfinished} | {bleu} | {s.ci[0]:.2f}–{s.ci[1]:.2f} "
+            f"| {_delta(s, base)} "
             f"| {_params(s.params)} | {s.updates} | {minutes} | {s.updates_per_s or 0:.2f} "
             f"| {loss} |"
         )

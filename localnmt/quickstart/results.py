@@ -30,7 +30,8 @@ def label(row: CatalogRow) -> str:
     return f"{row.paper}: {row.row}"
 
 
-def run_result(layout: RunLayout, seed: int, bleu: float) -> SeedRun:
+def run_result(layout: RunLayout, seed: int, bleu: float,
+               training: dict | None = None) -> SeedRun:  # fmt: skip
     """One trained run: its BLEU, updates, minutes of training (the trainer's clock, which
     counts validations too), training speed (fairseq's median updates/s over the logged
     intervals, as the calibration measures it) and learning curve."""
@@ -40,7 +41,8 @@ def run_result(layout: RunLayout, seed: int, bleu: float) -> SeedRun:
     minutes = curve[-1]["minutes"] if curve else 0.0
     speed = train_log.ups or (round(updates / (minutes * 60), 3) if minutes else None)
     return SeedRun(seed=seed, bleu=round(bleu, 2), updates=updates, minutes=round(minutes, 2),
-                   updates_per_s=speed, params=train_log.params, curve=curve)  # fmt: skip
+                   updates_per_s=speed, params=train_log.params, curve=curve,
+                   training=training)  # fmt: skip
 
 
 def collect(
@@ -66,8 +68,9 @@ def collect(
     for row, runs, interval in zip(systems, layouts, intervals):
         per_seed = []
         for k, layout in enumerate(runs, 1):
-            bleu = json.loads(layout.scores.read_text(encoding="utf-8"))["sacrebleu"]["score"]
-            per_seed.append(run_result(layout, k, bleu))
+            scores = json.loads(layout.scores.read_text(encoding="utf-8"))
+            per_seed.append(run_result(layout, k, scores["sacrebleu"]["score"],
+                                       scores.get("training")))  # fmt: skip
         bleus = [r.bleu for r in per_seed]
         results.append(SystemResult(
             name=row.name, row=label(row), arch=row.arch, args=list(row.args),

@@ -41,11 +41,26 @@ def last_n_checkpoints(
     return [path for _, path in sorted(found, reverse=True)[:n]]
 
 
+def same_run(first: Path, first_state: dict, other: Path, state: dict) -> None:
+    """Two checkpoints worth averaging: the same dictionaries (their digests, where recorded)
+    and the same model settings; else a :class:`CheckpointError` naming both."""
+    from localnmt.provenance import same_origin
+    from localnmt.runs.model_fit import differences, model_config
+
+    same_origin(first, first_state, other, state)
+    held, asked = model_config(state), model_config(first_state)
+    if held is not None and asked is not None and (found := differences(held, asked)):
+        found = [f.replace("(asked: ", f"({first.name}: ") for f in found]
+        raise CheckpointError(f"{other} was trained with other model settings than {first}: "
+                              f"{'; '.join(found)}; average checkpoints of one run")  # fmt: skip
+
+
 def average_checkpoints(paths: list[Path]) -> dict:
     """Return the newest (first) checkpoint's state with ``model`` replaced by the mean.
 
     Half-precision tensors are averaged in float32; integer buffers use floor division,
-    as in fairseq's script. All checkpoints must have the same parameter names.
+    as in fairseq's script. All checkpoints must have the same parameter names, dictionaries
+    and model settings (:func:`same_run`).
     """
     if not paths:
         raise ValueError("no checkpoints to average")
@@ -56,6 +71,8 @@ def average_checkpoints(paths: list[Path]) -> dict:
         state = load_checkpoint(path)  # weights only: a crafted pickle is refused, not run
         if new_state is None:
             new_state = state
+        else:
+            same_run(paths[0], new_state, path, state)
         params = state.get("model")
         if not isinstance(params, dict):
             raise CheckpointError(f"{path} holds no model parameters (not a fairseq checkpoint?)")

@@ -192,6 +192,7 @@ def evaluate_checkpoint(
                    baseline_hyps=given.baseline, **scoring)  # fmt: skip
     result.update(
         checkpoint=str(checkpoint),
+        training=checkpoint_training(Path(checkpoint)),
         target_lang=tgt,
         references=str(ref) if ref else "fairseq T- lines (post-processed)",
     )
@@ -199,6 +200,27 @@ def evaluate_checkpoint(
     write_lines(Path(out_dir) / "ref.txt", refs)
     (Path(out_dir) / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     return result
+
+
+def checkpoint_training(checkpoint: Path) -> dict | None:
+    """How far ``checkpoint`` was trained (:func:`localnmt.provenance.training_record`:
+    its updates, its run's ``max_update``, whether the run finished, judged by it and by the
+    ``checkpoint_last.pt`` beside it); None when it cannot be read (a test's stand-in)."""
+    from localnmt.provenance import training_record
+    from localnmt.safe_load import CheckpointError, load_checkpoint
+
+    try:
+        state = load_checkpoint(checkpoint, mmap=True)
+    except CheckpointError:
+        return None
+    last_path = checkpoint.parent / "checkpoint_last.pt"
+    last = None
+    if last_path.is_file() and last_path.resolve() != checkpoint.resolve():
+        try:
+            last = load_checkpoint(last_path, mmap=True)
+        except CheckpointError:
+            last = None
+    return training_record(checkpoint, state, last)
 
 
 def _langs(data_bin: Path, subset: str) -> tuple[str, str]:

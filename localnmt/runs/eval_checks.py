@@ -1,4 +1,5 @@
-"""What evaluation checks before decoding anything: the checkpoint loads (weights only), every
+"""What evaluation checks before decoding anything: the checkpoint loads (weights only), it
+was trained with the data-bin's dictionaries (their digests, their sizes), every
 test sentence fits the model's positions, and each given file has one line per test sentence.
 Each problem is a :class:`~localnmt.data.steps.DataError` of one line that names the file."""
 
@@ -12,6 +13,8 @@ import numpy as np
 
 from localnmt.data.positions import DEFAULT_MAX_POSITIONS, first_too_long, too_long_message
 from localnmt.data.steps import DataError
+from localnmt.provenance import check_data_bin
+from localnmt.runs.model_fit import check_vocabulary
 from localnmt.safe_load import load_checkpoint
 
 #: A given file: (option, path, its lines), e.g. ``("--ref", Path("ref.de"), [...])``.
@@ -71,10 +74,14 @@ def check_fits_model(
     data_bin: Path, subset: str, src: str, tgt: str, checkpoint: Path,
     extra: Sequence[str] = (),
 ) -> None:  # fmt: skip
-    """The checkpoint loads, and no sentence of the subset is longer than the positions
-    fairseq-generate will allow (the model's, and the task's: 1024 unless ``extra`` sets
-    ``--max-source-positions`` / ``--max-target-positions``)."""
+    """The checkpoint loads and was trained with the data-bin's dictionaries
+    (:mod:`localnmt.provenance`, :mod:`localnmt.runs.model_fit`), and no sentence of the
+    subset is longer than the positions fairseq-generate will allow (the model's, and the
+    task's: 1024 unless ``extra`` sets ``--max-source-positions`` /
+    ``--max-target-positions``)."""
     state = load_checkpoint(checkpoint, mmap=True)  # quick: the tensors are not read
+    check_vocabulary(Path(checkpoint), state, Path(data_bin), src, tgt)
+    check_data_bin(Path(checkpoint), state, Path(data_bin))  # another run's dictionaries?
     model_limits = model_positions(state)
     del state
     sides = (("source", src, "--max-source-positions"), ("target", tgt, "--max-target-positions"))

@@ -11,7 +11,8 @@ NIST MT03–MT08), writing ``DIR/generate-<subset>.txt`` each (fairseq's ``--res
 
 ``train`` also takes ``--curve FILE`` (append each validation to FILE) and
 ``--validate-every-minutes M`` (validate and save every M minutes of training time), not
-fairseq options (:mod:`localnmt.runs.timed_validation`). Ctrl-C ends a run with exit status
+fairseq options (:mod:`localnmt.runs.timed_validation`), nor are ``--start-over`` and
+``--accept-lost-updates`` (:mod:`localnmt.runs.resume_checks`). Ctrl-C ends a run with exit status
 130 and no traceback; the last saved checkpoint is where the next run resumes.
 """
 
@@ -73,6 +74,32 @@ def pop_option(argv: list[str], name: str) -> str | None:
     return None
 
 
+def start_checks(rest: list[str], say) -> list[str]:
+    """Before training: ``--start-over`` (the save directory's checkpoints set aside), the
+    resume fallback (``--accept-lost-updates`` accepts a large loss), then the checkpoint
+    to be loaded checked against the data-bin and the model asked for; returns the
+    arguments to add. Loading failures fairseq meets anyway are said in one line
+    (:func:`localnmt.runs.model_fit.install`)."""
+    from localnmt.runs import checkpoint_files, model_fit, resume_checks
+
+    accept = pop_flag(rest, checkpoint_files.ACCEPT_LOSS)
+    if pop_flag(rest, resume_checks.START_OVER) and rank() == 0:
+        save_dir = checkpoint_files._option(rest, "--save-dir", "checkpoints")
+        if (aside := resume_checks.start_over(save_dir)) is not None:
+            say(f"--start-over: moved the checkpoints of {save_dir} to {aside}")
+    added = checkpoint_files.resume_arguments(rest, say, accept)
+    resume_checks.check_start([*rest, *added], note=say if rank() == 0 else None)
+    model_fit.install()
+    return added
+
+
+def pop_flag(argv: list[str], name: str) -> bool:
+    """Remove every ``name`` from ``argv``; whether there was one."""
+    found = name in argv
+    argv[:] = [a for a in argv if a != name]
+    return found
+
+
 def main(argv: list[str] | None = None) -> None:
     """Dispatch to fairseq_cli.train or fairseq_cli.generate."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -112,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
             else (lambda m: None)
         )
         try:
-            rest += checkpoint_files.resume_arguments(rest, say)
+            rest += start_checks(rest, say)
         except CheckpointError as err:
             print(f"fairseq-train: error: {err}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
@@ -122,6 +149,9 @@ def main(argv: list[str] | None = None) -> None:
     stop_on_sigterm()  # a launcher's SIGTERM (or its death): end like Ctrl-C
     try:
         cli_main()
+    except CheckpointError as err:  # a checkpoint that does not fit (model_fit.install)
+        print(f"fairseq-{command}: error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     except KeyboardInterrupt:
         print(f"fairseq-{command}: interrupted", file=sys.stderr, flush=True)
         raise SystemExit(130) from None

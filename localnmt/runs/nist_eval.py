@@ -18,7 +18,11 @@ from pathlib import Path
 
 from localnmt.evaluation.multi_ref import score_sets
 from localnmt.evaluation.scoring import read_lines
-from localnmt.runs.decode_and_score import evaluate_checkpoint, translate_subsets
+from localnmt.runs.decode_and_score import (
+    checkpoint_training,
+    evaluate_checkpoint,
+    translate_subsets,
+)
 from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
 
 
@@ -84,6 +88,7 @@ def evaluate_nist(
         "signature": first["signature"],
         "references": str(refs_dir),
         "checkpoint": str(checkpoint),
+        "training": checkpoint_training(Path(checkpoint)),
         "single_ref": single,
     }
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@
         [--max-tokens N] [--max-update N] [--layers N] [--gpus N] [--cpu] [--fp16|--bf16]
         [--tokens-per-update N] [--separate-vocab]
         [--nnodes N --node-rank R --master-addr HOST --master-port PORT]
-        [--user-dir DIR|auto|none] [--log FILE] [--dry-run]
+        [--user-dir DIR|auto|none] [--log FILE] [--dry-run] [--start-over] [--accept-lost-updates]
         [--evaluate [--subset test] [--beam 4] [--lenpen 0.6] ...] [-- EXTRA fairseq-train ARGS]
 
 (also ``python -m localnmt.runs.train`` and ``scripts/train.sh``). One GPU: one process.
@@ -15,7 +15,10 @@ world_size x max_tokens x update_freq >= ``--tokens-per-update`` (default 8 GPUs
 separate source/target dictionaries (share the decoder's input/output embeddings only).
 The fairseq process is :mod:`localnmt.runs.fairseq_entry` (fairseq-train with the torch >= 2.6
 checkpoint fix); its output goes to the terminal and to ``--log`` (default DIR/train.log).
-A rerun continues from ``DIR/checkpoint_last.pt``, as fairseq-train does.
+A rerun continues from ``DIR/checkpoint_last.pt``, as fairseq-train does, after checking that
+it is this run's (the data-bin's dictionaries, the same model settings;
+:mod:`localnmt.runs.resume_checks`): ``--start-over`` moves the checkpoints of other settings
+aside and trains afresh.
 
 ``--evaluate`` then translates the test subset with beam search and scores it with SacreBLEU
 against the raw references the data preparation keeps beside the data-bin, into
@@ -28,12 +31,16 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from localnmt import locks
 from localnmt.errors import UsageError, entry_point
-from localnmt.runs.launch import check_data_bin, launch_command, world_size
+from localnmt.runs.checkpoint_files import ACCEPT_LOSS
+from localnmt.runs.launch import check_data_bin, fairseq_args, launch_command, world_size
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.options import add_options, from_options, split_extra
+from localnmt.runs.resume_checks import preflight, start_over
 from localnmt.runs.spec import DecodeSpec, TrainSpec
 
 #: the decoding options ``--evaluate`` takes (``--max-tokens`` is the training batch here)
@@ -47,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(p, TrainSpec)
     p.add_argument("--log", type=Path, help="log file (default: SAVE_DIR/train.log)")
     p.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
+    p.add_argument("--start-over", action="store_true",
+                   help="move SAVE_DIR's checkpoints to SAVE_DIR/stale/<date>/ (kept, never "
+                   "deleted) and train afresh, e.g. with other model settings")  # fmt: skip
+    p.add_argument("--accept-lost-updates", action="store_true",
+                   help="resume from an older checkpoint even when the newest ones are "
+                   "damaged and many updates would be trained again")  # fmt: skip
     evaluation = p.add_argument_group("evaluation (--evaluate)")
     evaluation.add_argument("--evaluate", action="store_true",
                             help="after training, translate and score the test subset")  # fmt: skip
@@ -92,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         print(shlex.join(cmd))
         return 0
     check_data_bin(spec.data)
+    if ns.accept_lost_updates:
+        spec = replace(spec, extra=(*spec.extra, ACCEPT_LOSS))
+    with locks.hold(Path(spec.save_dir)):
+        if ns.start_over and (aside := start_over(Path(spec.save_dir))) is not None:
+            print(f"localnmt-train: --start-over: moved the checkpoints of {spec.save_dir} to "
+                  f"{aside}", file=sys.stderr, flush=True)  # fmt: skip
+        preflight(fairseq_args(spec, gpus), ns.accept_lost_updates)
     test = test_set(spec, ns.subset) if ns.evaluate else None
     decode = from_options(DecodeSpec, ns, only=DECODE_OPTIONS) if ns.evaluate else None
     layout = RunLayout.for_save_dir(Path(spec.save_dir), ns.log)

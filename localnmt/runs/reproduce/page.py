@@ -65,7 +65,7 @@ def translation_page(
         is_base = baselines[row.name].name == row.name
         common = dict(
             name=row.name, row=row.row, params=log.params, catalog_params=catalog_params(row),
-            ups=log.ups, wps=log.wps, is_baseline=is_base,
+            ups=log.ups, wps=log.wps, is_baseline=is_base, training=s.get("training"),
         )  # fmt: skip
         if multi:
             base_avg = scores[baselines[row.name].name]["average"]

@@ -24,6 +24,16 @@ class RowResult:
     is_baseline: bool = False
     #: per test set BLEU when the row's BLEU averages several (NIST MT03-MT08)
     sets: dict[str, float] | None = None
+    #: how far the scored checkpoint was trained (``scores.json``'s ``training``)
+    training: dict | None = None
+
+    @property
+    def label(self) -> str:
+        """The row's name, marked when its checkpoint's run did not finish."""
+        t = self.training or {}
+        if t.get("finished") is False:
+            return f"{self.row} (unfinished: {t.get('updates')} of {t.get('max_update')} updates)"
+        return self.row
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -48,7 +58,7 @@ def results_table(results: Sequence[RowResult]) -> str:
     for r in results:
         bleu = _num(r.bleu, ".2f") + (f" {r.marker}" if r.marker else "")
         delta = "-" if r.is_baseline or r.delta is None else f"{r.delta:+.2f}"
-        cells = [r.row, millions(r.params)]
+        cells = [r.label, millions(r.params)]
         if show_catalog:
             cells.append(millions(r.catalog_params))
         cells += [_num(r.ups, ".2f"), _num(r.wps, ".0f")]

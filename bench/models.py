@@ -56,7 +56,6 @@ def parse_model_args(
 
     from fairseq import options
 
-    import localnmt  # noqa: F401  (registers archs and methods)
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     parser = options.get_training_parser()

@@ -81,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=20)
     args = p.parse_args(argv)
 
-    import localnmt  # noqa: F401
     from localnmt.catalog import all_rows
 
     row = next(r for r in all_rows() if r.name == args.row or fnmatch.fnmatch(r.name, args.row))

@@ -491,7 +491,6 @@ def main(argv: list[str] | None = None) -> int:
     use_clock(args.clock)
     device = pick_device(args.device)
     args = resolve(args, device)
-    import localnmt  # noqa: F401  (registers archs, methods, kernels)
 
     if args.dry_run:
         print(plan(args, device))

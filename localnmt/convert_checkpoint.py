@@ -30,7 +30,6 @@ def convert(src: Path, dst: Path, arch: str, overrides: dict[str, str] | None = 
     """Rewrite the architecture (and optional model args) recorded in a fairseq checkpoint."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    import localnmt  # noqa: F401  (registers the archs)
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     if arch not in ARCH_MODEL_REGISTRY:

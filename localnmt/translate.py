@@ -54,7 +54,6 @@ def load(data_bin: Path, checkpoint: Path, cpu: bool = False) -> Any:
     """fairseq's generator interface over the checkpoint, with the data-bin's dictionaries."""
     from fairseq import checkpoint_utils, hub_utils
 
-    import localnmt  # noqa: F401  (registers the architectures and methods)
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     state = load_checkpoint(Path(checkpoint), mmap=True)  # missing, damaged, crafted: one line

@@ -43,7 +43,6 @@ def load_model(path: str | Path, data: str | Path | None = None) -> tuple[nn.Mod
     """The first model of a checkpoint (eval mode, CPU) and its task."""
     from fairseq import checkpoint_utils
 
-    import localnmt  # noqa: F401  (registers the architectures)
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     overrides = {"data": str(data)} if data is not None else {}

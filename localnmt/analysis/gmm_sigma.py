@@ -133,7 +133,6 @@ def load_fresh_model(
     seed ``seed``), in eval mode, and its task."""
     from fairseq import checkpoint_utils
 
-    import localnmt  # noqa: F401  (registers the architectures)
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     overrides = {"data": str(data)} if data is not None else {}

@@ -37,7 +37,6 @@ def load_model(path: str, data: str) -> tuple[Any, Any]:
     """A trained translation model (eval mode) and its task."""
     from fairseq import checkpoint_utils
 
-    import localnmt  # noqa: F401
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(

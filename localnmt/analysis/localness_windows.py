@@ -205,7 +205,6 @@ def run(
     """Load ``checkpoint``, analyse ``subset`` of ``data_dir``, write everything to ``out``."""
     from fairseq import checkpoint_utils
 
-    import localnmt  # noqa: F401  (registers the model and methods)
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(

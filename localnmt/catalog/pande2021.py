@@ -50,7 +50,6 @@ def encoder_attention_params(
     from fairseq.data import Dictionary
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    import localnmt  # noqa: F401  (registers archs)
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     parser = options.get_training_parser()

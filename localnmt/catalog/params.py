@@ -33,7 +33,6 @@ def count_parameters(arch: str, args: tuple[str, ...] = (), vocab: int = COUNT_V
     from fairseq import options
     from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderModel
 
-    import localnmt  # noqa: F401  (registers archs)
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     model_cls = ARCH_MODEL_REGISTRY[arch]

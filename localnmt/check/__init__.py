@@ -65,7 +65,6 @@ def run_checks(args: argparse.Namespace) -> dict[str, Any]:
     """Every section asked for; returns the JSON-ready document."""
     import torch
 
-    import localnmt  # noqa: F401  (registers models and methods)
     from localnmt.attention.testing import METHOD_CASES
     from localnmt.check import environment, kernel_choice
 
@@ -160,7 +159,6 @@ def plan(args: argparse.Namespace) -> str:
     """What a run with these options would check (sections, cases, device)."""
     import torch
 
-    import localnmt  # noqa: F401  (registers models and methods)
     from localnmt.attention.testing import METHOD_CASES
     from localnmt.check.kernel_choice import FAMILIES
 

@@ -51,7 +51,7 @@ def model_option_names(arch: str | None) -> set[str]:
     """The options ``arch``'s model class declares (empty for an unknown arch)."""
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
 
-    import localnmt  # noqa: F401  (registers the plugin's architectures)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     model = ARCH_MODEL_REGISTRY.get(arch) or MODEL_REGISTRY.get(arch)
     if model is None:
@@ -179,7 +179,7 @@ def parse_training_arguments(argv: Sequence[str]) -> argparse.Namespace | None:
 
     from fairseq import options
 
-    import localnmt  # noqa: F401
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 
     parser = options.get_training_parser()
     try:

@@ -139,7 +139,7 @@ def _translation_archs() -> list[str]:
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.models.transformer import TransformerModel
 
-    import localnmt  # noqa: F401  (registers the architectures)
+    import localnmt.fairseq_plugin  # noqa: F401  (registers the architectures)
 
     return sorted(
         arch

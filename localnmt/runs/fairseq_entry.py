@@ -3,7 +3,9 @@
 ``python -m localnmt.runs.fairseq_entry {train,generate} ARGS...`` behaves like
 ``fairseq-train ARGS`` / ``fairseq-generate ARGS`` but allow-lists ``argparse.Namespace`` for
 ``torch.load(weights_only=True)`` first, so checkpoints load (and runs resume) even with a
-plain fairseq ``--arch`` and no ``--user-dir``. Never imports torchaudio.
+plain fairseq ``--arch`` and no ``--user-dir``. localnmt's architectures are registered
+(:mod:`localnmt.fairseq_plugin`) whether or not ``--user-dir`` names the plugin. Never imports
+torchaudio.
 
 ``python -m localnmt.runs.fairseq_entry generate-subsets test,test1 DIR ARGS...`` runs
 fairseq-generate once per subset in one process (one start-up for several test sets, e.g.
@@ -110,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
             "generate-subsets SUBSET[,SUBSET...] RESULTS_DIR ..."
         )
     command, rest = argv[0], argv[1:]
+    import localnmt.fairseq_plugin  # noqa: F401  (localnmt's archs, with or without --user-dir)
+
     allow_checkpoint_globals()
     fairseq_logging()
     if command == "generate-subsets":

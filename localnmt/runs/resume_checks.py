@@ -62,7 +62,8 @@ def check_start(argv: list[str], note: Note = provenance.note_to_stderr) -> None
         return
     state = load_checkpoint(path, mmap=True)
     data_bin = Path(str(asked.data).split(":")[0])
-    model_fit.check_vocabulary(path, state, data_bin, asked.source_lang, asked.target_lang)
+    model_fit.check_vocabulary(path, state, data_bin, getattr(asked, "source_lang", None),
+                               getattr(asked, "target_lang", None))  # fmt: skip
     provenance.check_data_bin(path, state, data_bin, note=note)
     save_dir = _option(argv, "--save-dir", "checkpoints")
     remedy = (f"train with the settings it was trained with, or give {START_OVER} to move "

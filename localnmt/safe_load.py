@@ -13,7 +13,9 @@ such list: there the same list is enforced by an unpickler of ours given to ``to
 
 from __future__ import annotations
 
+import _compat_pickle
 import argparse
+import codecs
 import collections
 import functools
 import pickle
@@ -100,6 +102,9 @@ class _AllowListUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         allowed = _allowed_by_name()
+        # Python 2 names (protocol 2 pickles), as pickle's own find_class maps them
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         key = f"{module}.{name}"
         if key not in allowed:
             raise pickle.UnpicklingError(f"Unsupported global: GLOBAL {key}")
@@ -112,6 +117,7 @@ def _allowed_by_name() -> dict[str, Any]:
     from torch import _weights_only_unpickler
 
     allowed = dict(_weights_only_unpickler._get_allowed_globals())
+    allowed["_codecs.encode"] = codecs.encode  # bytes in protocol 2 pickles (numpy arrays)
     for obj in safe_globals():
         allowed[f"{obj.__module__}.{getattr(obj, '__qualname__', obj.__name__)}"] = obj
     return allowed

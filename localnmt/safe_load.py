@@ -136,8 +136,8 @@ def _torch_load(path: Path, mmap: bool) -> Any:
     """``torch.load`` weights only: torch's own where it takes :func:`safe_globals` (2.4 and
     newer), else torch's reader with :class:`_AllowListUnpickler`."""
     if allow_checkpoint_globals():  # not torch's safe_globals(): leaving it removes them for all
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap,
+        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
+    return torch.load(str(path), map_location="cpu", weights_only=False, mmap=mmap,
                       pickle_module=_ALLOW_LIST_PICKLE)  # fmt: skip
 
 

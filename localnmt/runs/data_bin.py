@@ -38,7 +38,7 @@ def _dictionary_size(path: Path) -> int:
     try:
         return len(Dictionary.load(str(path)))
     except (ValueError, RuntimeError, UnicodeDecodeError, OSError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        reason = " ".join(str(err).split()) or type(err).__name__
         raise UsageError(f"{path}: not a fairseq dictionary ({reason}); {REBUILD}") from None
 
 

@@ -25,7 +25,7 @@ import typing
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -95,6 +95,10 @@ def allow_checkpoint_globals() -> bool:
     return True
 
 
+class _Refused(pickle.UnpicklingError):
+    """A global that :class:`_AllowListUnpickler` does not resolve."""
+
+
 class _AllowListUnpickler(pickle.Unpickler):
     """An unpickler that resolves only torch's weights-only globals and :func:`safe_globals`:
     weights-only loading on a torch without an allow-list (before 2.4, which has
@@ -107,7 +111,7 @@ class _AllowListUnpickler(pickle.Unpickler):
         module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         key = f"{module}.{name}"
         if key not in allowed:
-            raise pickle.UnpicklingError(f"Unsupported global: GLOBAL {key}")
+            raise _Refused(f"Unsupported global: GLOBAL {key}")
         return allowed[key]
 
 
@@ -175,16 +179,24 @@ def load_checkpoint(path: Path, *, mmap: bool = False) -> dict:
             warnings.simplefilter("ignore")  # e.g. torch's note on a pickle protocol
             state = _torch_load(path, mmap)
     except pickle.UnpicklingError as err:
-        raise _refusal(path, err) from None
+        # torch's weights-only reader: any; ours (torch < 2.4): a global it refused
+        if isinstance(err, _Refused) or hasattr(torch.serialization, "add_safe_globals"):
+            raise _refusal(path, err) from None
+        _damaged(path, err)
     except Exception as err:  # truncated (EOFError, zip error), not a torch file (KeyError), ...
-        reason = str(err).split(". ")[0].strip()
-        if isinstance(err, EOFError) or path.stat().st_size == 0:
-            reason = "the file is empty or cut short"
-        elif not re.search("[a-z]{3}", reason):  # e.g. KeyError(101) of a text file
-            reason = "not a file torch.save wrote"
-        raise CheckpointError(
-            f"{path}: damaged or not a checkpoint ({reason}); use another checkpoint of the run"
-        ) from None
+        _damaged(path, err)
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: not a fairseq checkpoint (holds a {type(state).__name__})")
     return state
+
+
+def _damaged(path: Path, err: Exception) -> NoReturn:
+    """Raise the one-line :class:`CheckpointError` of a file that is no (whole) checkpoint."""
+    reason = str(err).split(". ")[0].strip()
+    if isinstance(err, EOFError) or path.stat().st_size == 0:
+        reason = "the file is empty or cut short"
+    elif not re.search("[a-z]{3}", reason):  # e.g. KeyError(101) of a text file
+        reason = "not a file torch.save wrote"
+    raise CheckpointError(
+        f"{path}: damaged or not a checkpoint ({reason}); use another checkpoint of the run"
+    ) from None

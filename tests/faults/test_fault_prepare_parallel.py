@@ -33,8 +33,8 @@ def test_a_link_to_dev_null_is_named_as_one(tmp_path) -> None:
     )
 
 
-#: prepare_parallel with a tokeniser input that sends SIGTERM to the whole process group (as
-#: a terminal's kill or a scheduler would) after the first 2500 lines: workers are busy then
+#: prepare_parallel with a tokeniser input that sends SIGTERM to the command (as `kill PID`
+#: would) after the first 2500 lines, while its workers are busy
 KILLED_MID_FILE = """
 import os, signal, sys
 from localnmt.data import parallel, text_tokenize
@@ -42,7 +42,7 @@ real = text_tokenize.iter_lines_checked
 def lines(path):
     for n, line in enumerate(real(path)):
         if n == 2500:
-            os.killpg(0, signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
         yield line
 text_tokenize.iter_lines_checked = lines
 sys.exit(parallel.main(sys.argv[1:]))

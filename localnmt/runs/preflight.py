@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import io
 import logging
+import os
 
 from localnmt.attention.memory import batch_pairs, gigabytes, method_memory
 from localnmt.errors import UsageError
@@ -22,8 +23,16 @@ from localnmt.runs.spec import TrainSpec
 
 
 def check_training(spec: TrainSpec, gpus: int) -> None:
-    """Stop (:class:`UsageError`) before training ``spec`` when its data-bin is damaged, its
+    """Stop (:class:`UsageError`) before training ``spec`` when it asks for more CPU processes
+    than cores, its data-bin is damaged, its
     attention options do not fit the model, or they cannot fit in this machine's memory."""
+    cores = os.cpu_count() or 1
+    if gpus == 0 and (spec.procs or 1) > cores:
+        raise UsageError(
+            f"--procs {spec.procs} is more than the {cores} cores of this machine: the "
+            f"processes would share them and train slower than --procs {cores}; use at most "
+            f"--procs {cores}"
+        )
     summary = check_data_bin_files(spec.data)
     args = parsed_training_args(fairseq_args(spec, gpus))
     if args is not None:

@@ -97,3 +97,14 @@ def test_a_predictor_of_a_billion_units_is_refused(tiny_data, tmp_path, monkeypa
 def test_the_papers_sizes_pass_on_this_machine(tiny_data, tmp_path) -> None:
     assert machine.available_memory() > 0
     preflight.check_training(_spec(tiny_data, tmp_path, "--cross-attn-modifiers", "gmm"), gpus=0)
+
+
+def test_more_cpu_processes_than_cores_are_refused(tiny_data, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(preflight.os, "cpu_count", lambda: 2)
+    spec = _spec(tiny_data, tmp_path, "--cross-attn-modifiers", "gmm", procs=64)
+    with pytest.raises(UsageError) as err:
+        preflight.check_training(spec, gpus=0)
+    assert str(err.value) == (
+        "--procs 64 is more than the 2 cores of this machine: the processes would share them "
+        "and train slower than --procs 2; use at most --procs 2"
+    )

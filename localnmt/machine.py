@@ -45,3 +45,24 @@ def describe_machine(info: dict[str, Any]) -> str:
         f"{info['cpu']}, {info['cores']} cores, {info.get('gpu') or 'no GPU'}, "
         f"torch {info['torch']}" + (f", load {load[0]:.1f}" if load else "")
     )
+
+
+def available_memory() -> int | None:
+    """Bytes that new work can take without swapping: ``MemAvailable`` of ``/proc/meminfo``,
+    or less where a cgroup (v2) limits this process; None where neither is known."""
+    found = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max":
+            free = max(0, int(limit) - used)
+            found = free if found is None else min(found, free)
+    except (OSError, ValueError):
+        pass
+    return found

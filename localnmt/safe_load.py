@@ -6,20 +6,26 @@ fairseq checkpoints hold (``argparse.Namespace`` of argparse-era configs; omegac
 ``DictConfig`` and its node types in hydra-era ones; numpy arrays that ``--eval-bleu``
 validation keeps in the metrics). A pickle that names anything else (``os.system``, say) is
 refused before it runs anything. Importing :mod:`localnmt` registers the list with torch, so
-fairseq's own loads (training resume, generation) use it too.
+fairseq's own loads (training resume, generation) use it too. A torch older than 2.4 has no
+such list: there the same list is enforced by an unpickler of ours given to ``torch.load``
+(:class:`_AllowListUnpickler`), so real checkpoints load on every torch ``setup.py`` admits.
 """
 
 from __future__ import annotations
 
+import _compat_pickle
 import argparse
+import codecs
 import collections
+import functools
 import pickle
 import re
+import types
 import typing
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -32,7 +38,8 @@ def _numpy_globals() -> list[Any]:
     """numpy arrays of plain numeric dtypes (what fairseq's metrics keep), and scalars."""
     import numpy as np
 
-    core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
+    numpy2 = int(np.__version__.split(".")[0]) >= 2  # numpy 1.26 has a _core without them
+    core = np._core if numpy2 else np.core
     found: list[Any] = [np.ndarray, np.dtype, core.multiarray._reconstruct,
                         core.multiarray.scalar]  # fmt: skip
     codes = "?bBhHiIlLqQefdgFDG"  # bool, integers, floats, complex: no object dtype
@@ -88,6 +95,56 @@ def allow_checkpoint_globals() -> bool:
     return True
 
 
+class _Refused(pickle.UnpicklingError):
+    """A global that :class:`_AllowListUnpickler` does not resolve."""
+
+
+class _AllowListUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only torch's weights-only globals and :func:`safe_globals`:
+    weights-only loading on a torch without an allow-list (before 2.4, which has
+    ``weights_only=True`` but no way to add ``argparse.Namespace`` to it)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        allowed = _allowed_by_name()
+        # Python 2 names (protocol 2 pickles), as pickle's own find_class maps them
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        key = f"{module}.{name}"
+        if key not in allowed:
+            raise _Refused(f"Unsupported global: GLOBAL {key}")
+        return allowed[key]
+
+
+@functools.cache
+def _allowed_by_name() -> dict[str, Any]:
+    """``module.name`` of everything :class:`_AllowListUnpickler` resolves."""
+    from torch import _weights_only_unpickler
+
+    allowed = dict(_weights_only_unpickler._get_allowed_globals())
+    allowed["_codecs.encode"] = codecs.encode  # bytes in protocol 2 pickles (numpy arrays)
+    for obj in safe_globals():
+        allowed[f"{obj.__module__}.{getattr(obj, '__qualname__', obj.__name__)}"] = obj
+    return allowed
+
+
+#: ``torch.load``'s ``pickle_module`` for :class:`_AllowListUnpickler` (torch's zip and legacy
+#: readers use its ``Unpickler`` and ``load``).
+_ALLOW_LIST_PICKLE = types.SimpleNamespace(
+    __name__="localnmt_allow_list_pickle",
+    Unpickler=_AllowListUnpickler,
+    load=lambda file, **kwargs: _AllowListUnpickler(file, **kwargs).load(),
+)
+
+
+def _torch_load(path: Path, mmap: bool) -> Any:
+    """``torch.load`` weights only: torch's own where it takes :func:`safe_globals` (2.4 and
+    newer), else torch's reader with :class:`_AllowListUnpickler`."""
+    if allow_checkpoint_globals():  # not torch's safe_globals(): leaving it removes them for all
+        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
+    return torch.load(str(path), map_location="cpu", weights_only=False, mmap=mmap,
+                      pickle_module=_ALLOW_LIST_PICKLE)  # fmt: skip
+
+
 _GLOBAL = re.compile(r"GLOBAL (\S+)")
 _UNPICKLER = re.compile(r"WeightsUnpickler error:\s*(.+?)(?:\n|$)")
 
@@ -117,22 +174,29 @@ def load_checkpoint(path: Path, *, mmap: bool = False) -> dict:
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     mmap = mmap and zipfile.is_zipfile(path)
-    allow_checkpoint_globals()  # not torch's safe_globals(): leaving it removes them for all
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. torch's note on a pickle protocol
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+            state = _torch_load(path, mmap)
     except pickle.UnpicklingError as err:
-        raise _refusal(path, err) from None
+        # torch's weights-only reader: any; ours (torch < 2.4): a global it refused
+        if isinstance(err, _Refused) or hasattr(torch.serialization, "add_safe_globals"):
+            raise _refusal(path, err) from None
+        _damaged(path, err)
     except Exception as err:  # truncated (EOFError, zip error), not a torch file (KeyError), ...
-        reason = str(err).split(". ")[0].strip()
-        if isinstance(err, EOFError) or path.stat().st_size == 0:
-            reason = "the file is empty or cut short"
-        elif not re.search("[a-z]{3}", reason):  # e.g. KeyError(101) of a text file
-            reason = "not a file torch.save wrote"
-        raise CheckpointError(
-            f"{path}: damaged or not a checkpoint ({reason}); use another checkpoint of the run"
-        ) from None
+        _damaged(path, err)
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: not a fairseq checkpoint (holds a {type(state).__name__})")
     return state
+
+
+def _damaged(path: Path, err: Exception) -> NoReturn:
+    """Raise the one-line :class:`CheckpointError` of a file that is no (whole) checkpoint."""
+    reason = str(err).split(". ")[0].strip()
+    if isinstance(err, EOFError) or path.stat().st_size == 0:
+        reason = "the file is empty or cut short"
+    elif not re.search("[a-z]{3}", reason):  # e.g. KeyError(101) of a text file
+        reason = "not a file torch.save wrote"
+    raise CheckpointError(
+        f"{path}: damaged or not a checkpoint ({reason}); use another checkpoint of the run"
+    ) from None

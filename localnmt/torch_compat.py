@@ -1,14 +1,14 @@
 """The torch versions this package runs on, and the features that need a newer one.
 
-The oldest supported torch is :data:`OLDEST` (``setup.py`` declares the same; README, "Why
-this fairseq build", says which versions were tried). Features that need a newer torch switch
+The oldest supported torch is :data:`OLDEST` (``setup.py`` declares the same, CI tests it:
+``scripts/test_oldest_torch.sh``; docs/install.md says which versions were tried). Features that need a newer torch switch
 off on older ones instead of failing:
 
 - FlexAttention (``torch.nn.attention.flex_attention``, torch >= 2.5): the ``flex`` kernel is
   unavailable and the others run (:mod:`localnmt.attention.fast.flex`);
-- ``torch.serialization.add_safe_globals`` (torch >= 2.4): not needed before it, since
-  ``torch.load`` only defaults to ``weights_only=True`` from torch 2.6 on
-  (:func:`localnmt.safe_load.allow_checkpoint_globals` skips it);
+- ``torch.serialization.add_safe_globals`` (torch >= 2.4): before it, the package's own
+  checkpoint loads enforce the same allow-list with an unpickler of their own
+  (:mod:`localnmt.safe_load`);
 - float16 matrix products on the CPU (torch 2.2 or so): :func:`cpu_supports` says whether
   this torch has them.
 

@@ -90,6 +90,14 @@ class AttentionModifier(nn.Module):
         """Raise :class:`SpecError` when the ``heads=`` selection (0-based, None = all; its
         range is already checked) does not fit the options."""
 
+    @classmethod
+    def memory_bytes(cls, options: Any, site: AttentionSite, pairs: int) -> int:
+        """Bytes one training step keeps for this method at ``site`` beyond plain attention,
+        when a batch holds ``pairs`` (sentence, query, key) triples: what the options make
+        grow (mixture components, predictor sizes), estimated before any module is built
+        (:mod:`localnmt.attention.memory`). 0 (the default): nothing that options can grow."""
+        return 0
+
     def setup(self, attention: nn.Module) -> None:
         """Called once by the attention module after construction (e.g. to replace projections)."""
 
@@ -228,6 +236,17 @@ def build_options(cls: type[AttentionModifier], raw: dict[str, str]) -> Any:
             )
         values[key] = coerced
     return cls.Options(**values)
+
+
+def check_positions(method: str, key: str, value: float, site: AttentionSite) -> None:
+    """Refuse an option measured in positions that exceeds the site's maximum positions (no
+    sentence is longer, so the larger value changes nothing but what is allocated)."""
+    if value > site.max_positions:
+        raise SpecError(
+            f"option '{key}' of method '{method}' is {value:g}, more than the "
+            f"{site.max_positions} max positions of {site.kind} attention; use at most "
+            f"{site.max_positions}"
+        )
 
 
 def option(default: Any, help: str = "", choices: tuple | None = None) -> Any:

@@ -39,7 +39,7 @@ from localnmt.data.steps import (
     run_data_command,
     write_json,
 )
-from localnmt.data.validate import iter_lines_checked, validate_parallel
+from localnmt.data.validate import iter_lines_checked, not_regular, validate_parallel
 
 _LANG = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -48,9 +48,12 @@ def side_file(prefix: str | Path, lang: str) -> Path:
     """``PREFIX.<lang>`` or ``PREFIX.<lang>.gz`` (exactly one of them must exist)."""
     plain = Path(f"{prefix}.{lang}")
     gz = Path(f"{plain}.gz")
-    found = [p for p in (plain, gz) if p.is_file()]
+    found = [p for p in (plain, gz) if p.exists()]
     if not found:
         raise DataError(f"missing input file: {plain} (or {gz.name})")
+    for path in found:
+        if problem := not_regular(path):
+            raise DataError(problem)
     if len(found) == 2:
         raise DataError(f"both {plain} and {gz} exist; keep one of them")
     return found[0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import os
+import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,12 +13,27 @@ from typing import BinaryIO
 from localnmt.data.steps import DataError
 
 
+def not_regular(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a corpus file: missing, or there but no regular file
+    (a FIFO or a link to ``/dev/null`` reads once, or as empty); None for a regular file."""
+    if path.is_file():
+        return None
+    if not path.exists():
+        return f"missing input file: {path}"
+    mode = path.stat().st_mode
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+            else "a character device" if stat.S_ISCHR(mode) else "a socket or device")  # fmt: skip
+    link = f" (a link to {os.path.realpath(path)})" if path.is_symlink() else ""
+    return (f"{path} is {kind}{link}, not a regular file: the corpus is read more than once "
+            "(validated, then tokenised); give a regular file")  # fmt: skip
+
+
 def iter_lines_checked(path: Path) -> Iterator[str]:
     """Yield decoded lines (without newline) of a plain or .gz file, raising DataError on
     a missing file, a truncated/corrupt gzip or invalid UTF-8 (with the line number)."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"missing input file: {path}")
+    if problem := not_regular(path):
+        raise DataError(problem)
     opener = gzip.open if path.suffix == ".gz" else open
     if path.suffix == ".gz" and path.stat().st_size == 0:
         raise DataError(f"{path}: empty gzip file (truncated download?)")
@@ -55,8 +72,8 @@ def count_lines_checked(path: Path) -> int:
 def validate_parallel(src: Path, tgt: Path) -> int:
     """Validate both sides of a parallel corpus; return the common line count."""
     for p in (src, tgt):
-        if not Path(p).is_file():
-            raise DataError(f"missing input file: {p}")
+        if problem := not_regular(Path(p)):
+            raise DataError(problem)
     n_src, n_tgt = count_lines_checked(src), count_lines_checked(tgt)
     if n_src != n_tgt:
         raise DataError(

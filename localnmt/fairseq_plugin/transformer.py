@@ -120,6 +120,12 @@ def check_model_specs(cfg: Any) -> SiteSpecs:
     return specs
 
 
+def layer_sites(cfg: Any, kind: str) -> list[AttentionSite]:
+    """Every layer's site of ``kind`` in the model ``cfg`` describes."""
+    side = "encoder" if kind == "encoder_self" else "decoder"
+    return [_site(cfg, kind, layer) for layer in range(_size(cfg, side, "layers"))]
+
+
 def _site(cfg: Any, kind: str, layer: int) -> AttentionSite:
     side = "encoder" if kind == "encoder_self" else "decoder"
     positions = "max_source_positions" if side == "encoder" else "max_target_positions"

@@ -44,6 +44,7 @@ from localnmt.runs.launch import (
     world_size,
 )
 from localnmt.runs.layout import RunLayout
+from localnmt.runs.preflight import check_training
 from localnmt.runs.spec import TrainSpec
 from localnmt.steps import Log, StepRunner, input_digests
 
@@ -114,12 +115,14 @@ def train_run(
     With ``runner``: a step named ``name`` (skipped when an identical run is done). Without:
     fairseq-train runs, appending to the log. ``echo`` also copies fairseq's output to stdout,
     ``on_line`` receives each of its lines (progress displays).
-    Raises :class:`~localnmt.errors.UsageError` when ``spec.data`` is no data-bin,
+    Raises :class:`~localnmt.errors.UsageError` when ``spec.data`` is no data-bin or a
+    damaged one, or the attention options do not fit (:mod:`localnmt.runs.preflight`),
     :class:`~localnmt.errors.TrainFailed` when fairseq fails."""
     check_data_bin(spec.data)
     if Path(spec.save_dir).resolve() != layout.checkpoints.resolve():
         raise ValueError(f"spec.save_dir {spec.save_dir} is not {layout.checkpoints}")
     gpus = spec.gpus_per_node()
+    check_training(spec, gpus)  # data-bin files, attention options and their memory
     cmd = launch_command(spec, gpus)
 
     def launch(resume: bool) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import write_crafted
 
 from localnmt import convert_checkpoint
+from localnmt.fault_injection import write_crafted
 from localnmt.runs import average_checkpoints
 from localnmt.runs import decode_and_score as evaluate
 from localnmt.testing import exit_status

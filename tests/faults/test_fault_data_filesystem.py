@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import failing_writes
 
 from localnmt.data import parallel, pipeline
 from localnmt.data.layout import count_lines
 from localnmt.evaluation.scoring import read_lines
+from localnmt.fault_injection import failing_writes
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 PARTS = {"train": (0, 30), "valid": (30, 34), "test": (34, 40)}

@@ -27,7 +27,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from localnmt.attention.context import MASK_VALUE, AttentionContext, AttentionSite
-from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.modifier import (
+    AttentionModifier,
+    SpecError,
+    check_positions,
+    option,
+    register_modifier,
+)
 from localnmt.attention.record import tensor_field
 
 
@@ -55,6 +61,7 @@ class Block(AttentionModifier):
         super().validate(options, site)
         if options.block < 0:
             raise SpecError(f"method '{cls.name}': block={options.block} must be >= 0")
+        check_positions(cls.name, "block", options.block, site)
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)

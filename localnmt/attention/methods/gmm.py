@@ -54,7 +54,13 @@ from localnmt.attention.mixture import (  # noqa: F401  (EXP_FLOOR, MixtureSum: 
     gated_mixture,
     mixture_attention,
 )
-from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.modifier import (
+    AttentionModifier,
+    SpecError,
+    check_positions,
+    option,
+    register_modifier,
+)
 from localnmt.attention.record import tensor_field
 
 #: Upper clamp of the arguments of exp() in the synthesis network (e^8 ≈ 2981), so that the
@@ -186,6 +192,15 @@ class GaussianMixture(AttentionModifier):
             raise SpecError(f"option 'k' of method 'gmm' must be >= 1, got {options.k}")
         if options.sigma_min <= 0:
             raise SpecError("option 'sigma_min' of method 'gmm' must be > 0")
+        check_positions(cls.name, "k", options.k, site)  # more components than positions
+
+    @classmethod
+    def memory_bytes(cls, options: Options, site: AttentionSite, pairs: int) -> int:
+        """At least one float32 per component, head and (sentence, query, key) triple: the
+        mixture's densities (eq. 11-12) before they are summed over components (measured for
+        one layer's forward and backward: 1.4-6.7 bytes per such element in ``approx`` and
+        ``synthesis``, 9.7-11 in ``norm``)."""
+        return 4 * options.k * site.num_heads * pairs
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)

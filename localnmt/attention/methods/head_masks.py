@@ -35,6 +35,8 @@ from torch import Tensor
 from localnmt.attention.context import AttentionContext, AttentionSite, BandMask
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 
+#: The largest ``name*N`` repeat (more heads than any attention has).
+MAX_REPEAT = 1024
 #: Offset bound meaning "no limit" (a global head).
 UNLIMITED = 1 << 30
 
@@ -66,6 +68,8 @@ def parse_masks(text: str) -> list[str]:
         if times and not times.strip().isdigit():
             raise SpecError(f"bad repeat '{part}' in masks (use e.g. global*6)")
         mask_offsets(name)
+        if times and int(times) > MAX_REPEAT:
+            raise SpecError(f"repeat '{part}' in masks is more than {MAX_REPEAT} heads")
         names.extend([name.strip().lower()] * (int(times) if times else 1))
     return names
 
@@ -89,6 +93,14 @@ class _MaskedHeads(AttentionModifier):
         super().validate(options, site)
         if not parse_masks(options.masks):
             raise SpecError(f"method '{cls.name}' needs masks=... (names: {MASK_HELP})")
+        for name in set(parse_masks(options.masks)) - {"global"}:
+            offset = max(map(abs, mask_offsets(name)))
+            if offset > site.max_positions:
+                raise SpecError(
+                    f"mask '{name}' of method '{cls.name}' reaches {offset} positions away, "
+                    f"more than the {site.max_positions} max positions of {site.kind} "
+                    f"attention; use K <= {site.max_positions}"
+                )
 
     @classmethod
     def validate_heads(

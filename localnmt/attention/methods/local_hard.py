@@ -21,8 +21,14 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.context import AttentionContext, AttentionSite, QuadraticBias
-from localnmt.attention.methods.neighbor import ScalarPredictor, predictor_hidden
-from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.methods.neighbor import ScalarPredictor, predictor_bytes, predictor_hidden
+from localnmt.attention.modifier import (
+    AttentionModifier,
+    SpecError,
+    check_positions,
+    option,
+    register_modifier,
+)
 from localnmt.attention.record import tensor_field
 
 CENTRE = "centre"
@@ -55,7 +61,12 @@ class LocalHard(AttentionModifier):
                 f"method '{cls.name}': half_window={options.half_window} must be >= 0.5 "
                 "(so that some key lies within it)"
             )
+        check_positions(cls.name, "half_window", options.half_window, site)
         predictor_hidden(options.hidden, site, cls.name)
+
+    @classmethod
+    def memory_bytes(cls, options: Options, site: AttentionSite, pairs: int) -> int:
+        return predictor_bytes(options.hidden, site)
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)

@@ -43,7 +43,13 @@ import torch
 from torch import Tensor, nn
 
 from localnmt.attention.context import AttentionContext, AttentionSite, QuadraticBias
-from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.modifier import (
+    AttentionModifier,
+    SpecError,
+    check_positions,
+    option,
+    register_modifier,
+)
 from localnmt.attention.record import tensor_field
 
 WINDOWS = ("fixed", "layer", "query", "head")
@@ -110,6 +116,8 @@ class Localness(AttentionModifier):
             raise SpecError("option 'd_floor' of method 'localness' must be > 0 (σ = D/2 > 0)")
         if options.fixed_size <= 0 or options.head_max <= 0:
             raise SpecError("options 'fixed_size' and 'head_max' of 'localness' must be > 0")
+        check_positions(cls.name, "fixed_size", options.fixed_size, site)
+        check_positions(cls.name, "head_max", options.head_max, site)
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)

@@ -20,7 +20,12 @@ import torch
 from torch import Tensor, nn
 
 from localnmt.attention.context import AttentionContext, AttentionSite, QuadraticBias
-from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.modifier import (
+    AttentionModifier,
+    SpecError,
+    option,
+    register_modifier,
+)
 from localnmt.attention.record import tensor_field
 
 #: Floor on the predicted window D (authors' localness code).
@@ -57,6 +62,13 @@ def predictor_hidden(hidden: int, site: AttentionSite, method: str) -> int:
     return hidden or max(1, site.embed_dim // 2)
 
 
+def predictor_bytes(hidden: int, site: AttentionSite) -> int:
+    """What a :class:`ScalarPredictor` of ``hidden`` units costs in training: its weights,
+    their gradients and Adam's two moments, float32."""
+    hidden = predictor_hidden(hidden, site, "predictor")
+    return 16 * hidden * (site.embed_dim + site.num_heads + 2)
+
+
 @register_modifier
 class Neighbor(AttentionModifier):
     """Gaussian bias centred at the query, window predicted per query and head."""
@@ -72,6 +84,10 @@ class Neighbor(AttentionModifier):
     def validate(cls, options: Options, site: AttentionSite) -> None:
         super().validate(options, site)
         predictor_hidden(options.hidden, site, cls.name)
+
+    @classmethod
+    def memory_bytes(cls, options: Options, site: AttentionSite, pairs: int) -> int:
+        return predictor_bytes(options.hidden, site)
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)

@@ -15,8 +15,9 @@ FAIRSEQ_REQUIREMENTS = [
     'fairseq-fixed==0.12.3.1; python_version < "3.11"',
 ]
 # The ranges that were tried (docs/install.md): torch 2.1.2 (the oldest, run by CI:
-# scripts/test_oldest_torch.sh; it needs numpy<2, which pip cannot be told from here) to 2.15.0 (the newest release); Python
-# 3.10 (torch 2.14.1, fairseq-fixed) and 3.11. 3.13 has no ve-fairseq wheel (not tried).
+# scripts/test_oldest_torch.sh; it needs numpy<2, which pip cannot be told from here) to
+# 2.15.0 (the newest release); Python 3.10 (torch 2.14.1, fairseq-fixed) and 3.11. 3.13 has
+# no ve-fairseq wheel (not tried).
 TORCH_REQUIREMENT = "torch>=2.1"
 PYTHON_REQUIREMENT = ">=3.10,<3.13"
 

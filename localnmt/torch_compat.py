@@ -1,8 +1,8 @@
 """The torch versions this package runs on, and the features that need a newer one.
 
 The oldest supported torch is :data:`OLDEST` (``setup.py`` declares the same, CI tests it:
-``scripts/test_oldest_torch.sh``; docs/install.md says which versions were tried). Features that need a newer torch switch
-off on older ones instead of failing:
+``scripts/test_oldest_torch.sh``; docs/install.md says which versions were tried). Features
+that need a newer torch switch off on older ones instead of failing:
 
 - FlexAttention (``torch.nn.attention.flex_attention``, torch >= 2.5): the ``flex`` kernel is
   unavailable and the others run (:mod:`localnmt.attention.fast.flex`);

@@ -61,7 +61,7 @@ def check_attention(args: argparse.Namespace, data: DataBinSummary, procs: int) 
     batch the data allows against the memory available to ``procs`` training processes on
     this machine (0: they train on GPUs, whose memory is not checked here)."""
     from localnmt.attention.spec import parse_spec
-    from localnmt.models.transformer import SPEC_FLAGS, check_site_specs, layer_sites
+    from localnmt.fairseq_plugin.transformer import SPEC_FLAGS, check_site_specs, layer_sites
 
     specs = {kind: parse_spec(getattr(args, flag, None)) for kind, flag in SPEC_FLAGS.items()}
     specs = {kind: items for kind, items in specs.items() if items}

@@ -11,6 +11,7 @@ projections, ``tied_qk``, replaces the layer's). The specs go to ``config.localn
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,9 @@ def from_pretrained(cls: Any, folder: str | Path, **kwargs: Any) -> nn.Module:
 
 def _load_weights(model: nn.Module, folder: Path) -> None:
     """Every tensor of the folder's checkpoint into ``model``; missing ones only where a
-    tied parameter shares its storage with a loaded one."""
+    tied parameter shares its storage with a loaded one or where the model class says they
+    are not saved (``_keys_to_ignore_on_load_missing``: Marian's sinusoidal positions, which
+    the constructor computes)."""
     from transformers.modeling_utils import load_state_dict
 
     index = folder / "model.safetensors.index.json"
@@ -140,7 +143,9 @@ def _load_weights(model: nn.Module, folder: Path) -> None:
     model.tie_weights()
     own = model.state_dict()
     loaded = {own[n].data_ptr() for n in state if n in own}
-    missing = [n for n in missing if own[n].data_ptr() not in loaded]
+    ignored = [re.compile(p) for p in getattr(model, "_keys_to_ignore_on_load_missing", None) or []]
+    missing = [n for n in missing if own[n].data_ptr() not in loaded
+               and not any(p.search(n) for p in ignored)]  # fmt: skip
     if missing or unexpected:
         raise CheckpointError(f"{folder}: checkpoint does not match the model: missing "
                               f"{missing[:3]}, unexpected {unexpected[:3]}")  # fmt: skip

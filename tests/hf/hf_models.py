@@ -41,10 +41,13 @@ def tiny_model(family: str = "marian", seed: int = 0, **overrides) -> nn.Module:
 
 def randomise(module: nn.Module, seed: int = 1) -> None:
     """Every parameter drawn again (1-d ones N(0, 0.5²), others N(0, 0.3²)): every term of
-    every equation matters, zero-initialised biases and gates included."""
+    every equation matters, zero-initialised biases and gates included. Fixed sinusoidal
+    position tables (not saved by transformers) stay."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for p in module.parameters():
+        for name, p in module.named_parameters():
+            if "embed_positions" in name and not p.requires_grad:
+                continue
             p.copy_(torch.randn(p.shape, generator=gen) * (0.5 if p.dim() == 1 else 0.3))
 
 

@@ -22,7 +22,7 @@ from hf_models import PAD, START, randomise, source_batch, tiny_model  # noqa: E
 SPECS = {
     "encoder_self": "localness[window=query] + rel_pos[clip=3] + block",
     "decoder_self": "csan_1d[window=3] + rel_pos[clip=3]",
-    "cross": "gmm[k=2,variant=synthesis] + localness[window=query]",
+    "cross": "gmm[k=2,variant=synthesis] + rel_pos[clip=3]",
 }
 TARGETS = torch.tensor([[START, 7, 8, 9, 5], [START, 11, 12, PAD, PAD], [START, 14, PAD, PAD, PAD]])
 

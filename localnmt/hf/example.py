@@ -103,8 +103,11 @@ def translate(model, sp, lines: list[str], args: argparse.Namespace) -> list[str
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m localnmt.hf.example", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m localnmt.hf.example",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--data", type=Path, required=True, help="folder of raw parallel text")
     parser.add_argument("--src", required=True, help="source suffix, e.g. en")
     parser.add_argument("--tgt", required=True, help="target suffix, e.g. de")
@@ -145,8 +148,8 @@ def main(argv: list[str] | None = None) -> float:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     sp = train_sentencepiece(train_src + train_tgt, args.out, args.vocab)
     model = build_model(sp.get_piece_size(), args)
-    rows = [{"input_ids": s, "labels": t} for s, t in
-            zip(encode(sp, train_src, args.max_len), encode(sp, train_tgt, args.max_len))]  # fmt: skip
+    sources, targets = encode(sp, train_src, args.max_len), encode(sp, train_tgt, args.max_len)
+    rows = [{"input_ids": s, "labels": t} for s, t in zip(sources, targets)]
     training = Seq2SeqTrainingArguments(
         output_dir=str(args.out / "trainer"), max_steps=args.steps,
         per_device_train_batch_size=args.batch_size, learning_rate=args.lr,

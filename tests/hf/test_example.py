@@ -22,7 +22,8 @@ def write_corpus(folder: Path) -> None:
     for split, n in (("train", 200), ("test", 8)):
         src = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 7))) for _ in range(n)]
         (folder / f"{split}.en").write_text("\n".join(src) + "\n")
-        (folder / f"{split}.de").write_text("\n".join(" ".join(s.split()[::-1]) for s in src) + "\n")
+        reversed_src = [" ".join(s.split()[::-1]) for s in src]
+        (folder / f"{split}.de").write_text("\n".join(reversed_src) + "\n")
 
 
 TINY = ["--src", "en", "--tgt", "de", "--steps", "12", "--vocab", "40", "--dim", "16",

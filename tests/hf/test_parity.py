@@ -14,12 +14,12 @@ import torch
 
 pytest.importorskip("transformers")
 
+from hf_models import randomise, tiny_model  # noqa: E402
+
 import localnmt.hf  # noqa: E402
 from localnmt.attention.layers import build_attention, causal_mask  # noqa: E402
 from localnmt.attention.modifier import SpecError  # noqa: E402
 from localnmt.hf.sites import attention_sites  # noqa: E402
-
-from hf_models import randomise, tiny_model  # noqa: E402
 
 HEADS = "prev1;next1;band2;global"
 FAMILIES = [
@@ -95,8 +95,9 @@ def test_layer_equals_fairseq_plugin(kind: str, spec: str) -> None:
         attn_mask = torch.zeros(tq, tk).masked_fill(causal_mask(tq, tk), float("-inf"))
     memory_t = memory.transpose(0, 1) if kind == "cross" else None
     with torch.no_grad():
-        ours, _ = module(x, key_value_states=memory if kind == "cross" else None,
-                         attention_mask=allowed)  # fmt: skip
+        ours = module(
+            x, key_value_states=memory if kind == "cross" else None, attention_mask=allowed
+        )[0]  # (out, weights[, cache]): by version
         theirs, _ = fairseq_side(x.transpose(0, 1), memory_t, memory_t, key_padding_mask=pad,
                                  attn_mask=attn_mask, need_weights=False)  # fmt: skip
     theirs = theirs.transpose(0, 1)
@@ -112,10 +113,10 @@ def test_the_methods_change_the_layer() -> None:
     x, _, pad = inputs("encoder_self")
     allowed = ~pad[:, None, None, :]
     with torch.no_grad():
-        with_method, _ = module(x, attention_mask=allowed)
+        with_method = module(x, attention_mask=allowed)[0]
         method = module.localnmt
         del module.localnmt
-        without, _ = module(x, attention_mask=allowed)
+        without = module(x, attention_mask=allowed)[0]
         module.localnmt = method
     assert (with_method - without)[~pad].abs().max() > 1e-3
 

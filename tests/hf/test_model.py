@@ -211,3 +211,12 @@ def test_importing_the_adapter_imports_no_framework() -> None:
             "print(any(m in sys.modules for m in ('transformers', 'fairseq')))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_setup_extra_asks_for_the_checked_range() -> None:
+    from pathlib import Path
+
+    from localnmt.hf.versions import REQUIREMENT
+
+    setup = (Path(__file__).parents[2] / "setup.py").read_text()
+    assert f'"hf": ["{REQUIREMENT}"' in setup

@@ -78,7 +78,12 @@ setup(
         "numpy",  # <2 with torch < 2.3 (localnmt.torch_compat.numpy_problem)
         "pyyaml>=5.1",
     ],
-    extras_require={"dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4"]},
+    extras_require={
+        "dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4"],
+        # localnmt.hf (docs/huggingface.md); the range is localnmt.hf.versions.REQUIREMENT,
+        # tested with 4.53.0 and 5.24.0; accelerate for transformers' Trainer
+        "hf": ["transformers>=4.53,<6", "accelerate>=0.26"],
+    },
     entry_points={
         "console_scripts": [
             "localnmt-path=localnmt.paths:main",

@@ -13,6 +13,7 @@ for arg in "$@"; do
 done
 if [[ "$SKIP_INSTALL" == 0 ]]; then
   (cd "$REPO_ROOT" && "$PYTHON" -m pip install "torch==2.13.0" -e .)
+  PYTHON="$PYTHON" bash "$REPO_ROOT/scripts/drop_broken_torchaudio.sh"
 fi
 cd "$REPO_ROOT"
 exec "$PYTHON" -m localnmt.quickstart "${ARGS[@]}"

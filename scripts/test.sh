@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # torch pinned in the same command, or pip pulls a multi-GB CUDA build for fairseq.
-python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" -e ".[dev]"
+# The hf extra (transformers) makes tests/hf run.
+python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" -e ".[dev,hf]"
+bash scripts/drop_broken_torchaudio.sh
 
 if ! command -v shellcheck >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "installing shellcheck (its test skips if this fails)"

@@ -1,0 +1,108 @@
+"""A transformers MarianMT model with each method family against the same model on ``sdpa``.
+
+For each family a Marian model is built from one config and seed; the reference is a copy
+with transformers' ``sdpa`` attention and the same weights (the methods' own parameters
+aside). Both run a training step (forward, backward, no optimiser) and a greedy ``generate``
+on the same right-padded batch, A/B interleaved in one process; the ratio is
+``sdpa time / method time`` (1.0 = as fast; the issue's target is ≥ 0.9 on the CPU)::
+
+    python -m bench.hf_attention --dim 128 --layers 2 --batch 16 --length 30 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+
+import torch
+
+from bench.measure import interleaved, median_ratio
+
+#: One spec per method family, at a site it applies to.
+FAMILIES = {
+    "localness": {"encoder_self": "localness[window=query]"},
+    "rel_pos": {"encoder_self": "rel_pos[clip=16]", "decoder_self": "rel_pos[clip=16]"},
+    "csan_1d": {"encoder_self": "csan_1d[window=5]"},
+    "csan_2d": {"encoder_self": "csan_2d[window=3,area_heads=3]"},
+    "block": {"encoder_self": "block"},
+    "bi_direct": {"encoder_self": "bi_direct"},
+    "neighbor": {"encoder_self": "neighbor"},
+    "local_hard": {"encoder_self": "local_hard"},
+    "local_heads": {"encoder_self": "local_heads[masks=prev1;next1;band2;global]"},
+    "tied_qk": {"encoder_self": "tied_qk[groups=2]"},
+    "gmm": {"cross": "gmm[k=4]"},
+    "hardcoded_gaussian": {"cross": "hardcoded_gaussian"},
+}
+
+
+def build(args: argparse.Namespace):
+    from transformers import MarianConfig, MarianMTModel
+
+    config = MarianConfig(
+        vocab_size=1000, d_model=args.dim, encoder_layers=args.layers,
+        decoder_layers=args.layers, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=4 * args.dim, decoder_ffn_dim=4 * args.dim,
+        max_position_embeddings=args.length + args.new_tokens + 2, pad_token_id=0,
+        eos_token_id=1, decoder_start_token_id=0, attn_implementation="sdpa",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return MarianMTModel(config)
+
+
+def batch(args: argparse.Namespace) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(args.length // 2, args.length + 1, (args.batch,), generator=gen)
+    ids = torch.randint(3, 1000, (args.batch, args.length), generator=gen)
+    ids = ids.masked_fill(torch.arange(args.length)[None] >= lengths[:, None], 0)
+    labels = torch.randint(3, 1000, (args.batch, args.length), generator=gen)
+    return {"input_ids": ids, "attention_mask": ids.ne(0).long(), "labels": labels}
+
+
+def step_and_generate(model, inputs: dict[str, torch.Tensor], new_tokens: int):
+    def step() -> None:
+        model.train()
+        model.zero_grad(set_to_none=True)
+        model(**inputs).loss.backward()
+
+    def generate() -> None:
+        model.eval()
+        with torch.no_grad():
+            model.generate(
+                input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+            )  # fmt: skip
+
+    return step, generate
+
+
+def main(argv: list[str] | None = None) -> None:
+    import localnmt.hf
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--length", type=int, default=30)
+    parser.add_argument("--new-tokens", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--families", nargs="*", default=list(FAMILIES))
+    args = parser.parse_args(argv)
+    inputs = batch(args)
+    print(f"load {os.getloadavg()[0]:.2f}  torch threads {torch.get_num_threads()}")
+    print(f"{'family':20s} {'train step':>10s} {'generate':>10s}   (sdpa time / method time)")
+    for family in args.families:
+        reference = build(args)
+        model = localnmt.hf.apply(copy.deepcopy(reference), **FAMILIES[family])
+        ref_step, ref_gen = step_and_generate(reference, inputs, args.new_tokens)
+        step, gen = step_and_generate(model, inputs, args.new_tokens)
+        device = torch.device("cpu")
+        t = interleaved({"ref": ref_step, "m": step}, device, warmup=1, repeats=args.repeats)
+        g = interleaved({"ref": ref_gen, "m": gen}, device, warmup=1, repeats=args.repeats)
+        print(f"{family:20s} {median_ratio(t['ref'], t['m']):10.2f} "
+              f"{median_ratio(g['ref'], g['m']):10.2f}")  # fmt: skip
+    print(f"load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""The attention and mask functions registered with transformers under :data:`NAME`.
+
+transformers calls :func:`localnmt_attention` for every attention layer of a model whose
+``config._attn_implementation`` is ``"localnmt"``, with the layer itself as ``module`` and its
+projected heads. A layer that holds a :class:`~localnmt.attention.pipeline.LocalAttention`
+(attached by :func:`localnmt.hf.apply` as ``module.localnmt``) runs the localnmt pipeline on
+them (:func:`localnmt.attention.layers.local_attention`: the same code, methods and kernels as
+the fairseq plugin); any other layer runs transformers' own SDPA attention. The mask function
+is transformers' SDPA mask (since transformers 5 a custom name without one gets no mask at
+all); the pipeline reads each key's padding from the mask's last query row (it sees every
+real key, also in a causal mask) and takes the causal triangle from the site.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from localnmt.attention.incremental import reorder_buffer
+from localnmt.attention.layers import local_attention
+from localnmt.attention.pipeline import LocalAttention
+
+NAME = "localnmt"
+#: The names under which transformers' attention layers have received their cache.
+_CACHE_KWARGS = ("cache", "past_key_values", "past_key_value")
+
+
+def register() -> None:
+    """Register :func:`localnmt_attention` and the mask function under :data:`NAME` (again is
+    harmless)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, localnmt_attention)
+    try:
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    except ImportError:  # no mask registry: the model builds transformers' eager mask itself
+        return
+    AttentionMaskInterface.register(NAME, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+
+
+def remember_call(module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
+    """Forward pre-hook of a layer with localnmt methods: keep its input (BLOCK's gate reads
+    the layer input) and its decoding cache for the attention function."""
+    hidden = args[0] if args else kwargs.get("hidden_states")
+    cache = next((kwargs[n] for n in _CACHE_KWARGS if kwargs.get(n) is not None), None)
+    module._localnmt_call = (hidden, cache)
+
+
+def localnmt_attention(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[Tensor, Tensor | None]:
+    """transformers' attention-function interface: ``query`` ``(B, H, Tq, d)``, ``key`` and
+    ``value`` ``(B, H, Tk, d)``; returns ``(out (B, Tq, H, d), weights or None)``."""
+    attention: LocalAttention | None = getattr(module, "localnmt", None)
+    if attention is None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask,
+                                      scaling=scaling, dropout=dropout, **kwargs)  # fmt: skip
+    if kwargs.get("head_mask") is not None:
+        raise ValueError("localnmt attention does not take head_mask")
+    hidden, cache = getattr(module, "_localnmt_call", (None, None))
+    module._localnmt_call = (None, None)  # do not keep the activation past this call
+    cross = attention.site.kind == "cross"
+    state = query_offset = None
+    if cross and cache is not None:
+        state = decoding_state(cache, attention)
+        past = _decoder_length(cache, getattr(module, "layer_idx", 0)) - query.size(2)
+        query_offset = torch.full((query.size(0),), float(past), device=query.device)
+    need_weights = bool(kwargs.get("output_attentions"))
+    out, weights = local_attention(
+        attention, query, key, value, query_input=hidden,
+        key_padding_mask=key_padding(attention_mask), scaling=scaling, state=state,
+        query_offset=query_offset, need_weights=need_weights,
+    )  # fmt: skip
+    return out.transpose(1, 2), weights
+
+
+def key_padding(mask: Tensor | None) -> Tensor | None:
+    """``(B, Tk)`` True at padding, from transformers' mask: 4-D bool (True = attend) or
+    additive float, or 2-D (1 = real token); None where no key is padding."""
+    if mask is None:
+        return None
+    if mask.dim() == 2:
+        blocked = ~mask.bool()
+    else:
+        row = mask[:, 0, -1, :]  # the last query sees every real key, causal or not
+        blocked = ~row if row.dtype == torch.bool else row < 0
+    return blocked if bool(blocked.any()) else None
+
+
+def _decoder_length(cache: Any, layer: int) -> int:
+    """Decoder tokens the self-attention cache of ``layer`` holds (this step's included)."""
+    own = getattr(cache, "self_attention_cache", cache)
+    return int(own.get_seq_length(layer))
+
+
+def decoding_state(cache: Any, attention: LocalAttention) -> dict:
+    """The decoding dict of ``attention`` for one generation, kept on transformers' cache
+    object (modifiers keep per-hypothesis tensors there: GMM's cumulative means), reordered
+    with it when beam search reorders the cache."""
+    states = cache.__dict__.get("_localnmt_states")
+    if states is None:
+        states = cache.__dict__["_localnmt_states"] = {}
+        reorder = cache.reorder_cache
+
+        def reorder_cache(beam_idx: Tensor) -> Any:
+            for owner, entries in states.values():
+                reorder_buffer(entries, beam_idx, owner.encoder_decoder_attention, False)
+            return reorder(beam_idx)
+
+        cache.reorder_cache = reorder_cache
+    return states.setdefault(id(attention), (attention, {}))[1]

@@ -1,0 +1,222 @@
+"""Whole transformers models with localnmt methods: padding, generation with and without the
+cache, gradients, saving and loading, training (Seq2SeqTrainer and a plain loop), families."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from hf_models import PAD, START, randomise, source_batch, tiny_model  # noqa: E402
+
+import localnmt.hf  # noqa: E402
+from localnmt.attention.modifier import SpecError  # noqa: E402
+from localnmt.hf.versions import TransformersVersionError, check_version  # noqa: E402
+
+#: every site busy, methods with learned parameters, layer input (block) and decoding state
+#: (GMM synthesis keeps its cumulative means across steps)
+SPECS = {
+    "encoder_self": "localness[window=query] + rel_pos[clip=3] + block",
+    "decoder_self": "csan_1d[window=3] + rel_pos[clip=3]",
+    "cross": "gmm[k=2,variant=synthesis] + rel_pos[clip=3]",
+}
+TARGETS = torch.tensor([[START, 7, 8, 9, 5], [START, 11, 12, PAD, PAD], [START, 14, PAD, PAD, PAD]])
+
+
+def local_model(family: str = "marian", specs: dict[str, str] = SPECS, seed: int = 0):
+    model = tiny_model(family, seed=seed)
+    localnmt.hf.apply(model, **specs)
+    randomise(model, seed)
+    return model
+
+
+def test_padding_does_not_change_real_tokens() -> None:
+    model = local_model()
+    ids, mask = source_batch()
+    dec_mask = TARGETS.ne(PAD).long()
+    dec_mask[:, 0] = 1
+    with torch.no_grad():
+        batch = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS,
+                      decoder_attention_mask=dec_mask).logits  # fmt: skip
+        for row in range(ids.size(0)):
+            n, m = int(mask[row].sum()), int(dec_mask[row].sum())
+            alone = model(input_ids=ids[row : row + 1, :n],
+                          decoder_input_ids=TARGETS[row : row + 1, :m]).logits  # fmt: skip
+            diff = (batch[row, :m] - alone[0]).abs().max().item()
+            assert diff <= 1e-5, f"sentence {row}: max |Δ| = {diff:.2e}"
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_generate_with_cache_equals_without(beams: int) -> None:
+    model = local_model()
+    ids, mask = source_batch()
+    runs = [
+        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, num_beams=beams,
+                       do_sample=False, use_cache=cache, output_scores=True,
+                       return_dict_in_generate=True, early_stopping=False)
+        for cache in (True, False)
+    ]  # fmt: skip
+    cached, uncached = runs
+    assert torch.equal(cached.sequences, uncached.sequences)
+    for a, b in zip(cached.scores, uncached.scores):
+        finite = torch.isfinite(a) & torch.isfinite(b)
+        assert torch.equal(finite, torch.isfinite(a))
+        assert (a[finite] - b[finite]).abs().max() <= 1e-4
+    assert cached.sequences.size(1) > 3
+
+
+def test_generate_cache_equals_teacher_forcing() -> None:
+    """The cached greedy path scores each generated token as one full forward does."""
+    model = local_model()
+    ids, mask = source_batch()
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False,
+                         output_scores=True, return_dict_in_generate=True)  # fmt: skip
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=out.sequences).logits
+    steps = torch.stack(out.scores, dim=1)  # (B, steps, V)
+    live = out.sequences[:, 1:].ne(PAD) | (torch.arange(steps.size(1)) == 0)
+    diff = (steps.log_softmax(-1) - full[:, :-1].log_softmax(-1))[live].abs().max().item()
+    assert diff <= 1e-4
+
+
+def test_gradients_reach_every_attached_parameter() -> None:
+    model = local_model()
+    model.train()
+    ids, mask = source_batch()
+    labels = TARGETS[:, 1:].masked_fill(TARGETS[:, 1:].eq(PAD), -100)
+    loss = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS[:, :-1],
+                 labels=labels).loss  # fmt: skip
+    loss.backward()
+    attached = [(n, p) for n, p in model.named_parameters() if ".localnmt." in n]
+    assert len(attached) > 20
+    dead = [n for n, p in attached if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not dead, dead
+
+
+def test_save_and_from_pretrained_restore_the_same_model(tmp_path) -> None:
+    model = local_model(specs={**SPECS, "encoder_self": "tied_qk[groups=2] + localness"})
+    model.save_pretrained(tmp_path)
+    loaded = localnmt.hf.from_pretrained(type(model), tmp_path)
+    assert loaded.config.localnmt == {k: SPECS[k] for k in ("decoder_self", "cross")} | {
+        "encoder_self": "tied_qk[groups=2] + localness"
+    }
+    ours, theirs = model.state_dict(), loaded.state_dict()
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    ids, mask = source_batch()
+    with torch.no_grad():
+        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
+        b = loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
+    assert torch.equal(a, b)
+
+
+def test_from_pretrained_of_a_plain_folder_says_what_to_do(tmp_path) -> None:
+    from localnmt.errors import CheckpointError
+
+    tiny_model().save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="no 'localnmt' entry"):
+        localnmt.hf.from_pretrained(type(tiny_model()), tmp_path)
+
+
+def batches(n: int = 4):
+    ids, mask = source_batch()
+    labels = TARGETS[:, 1:].masked_fill(TARGETS[:, 1:].eq(PAD), -100)
+    return [{"input_ids": i, "attention_mask": m, "labels": y}
+            for _ in range(n) for i, m, y in zip(ids, mask, labels)]  # fmt: skip
+
+
+def test_plain_training_loop_learns() -> None:
+    model = localnmt.hf.apply(tiny_model(), **SPECS)
+    model.train()
+    ids, mask = source_batch()
+    labels = TARGETS[:, 1:].masked_fill(TARGETS[:, 1:].eq(PAD), -100)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(25):
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_seq2seq_trainer_steps(tmp_path) -> None:
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    model = local_model()
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if ".localnmt." in n}
+
+    def collate(rows):
+        return {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
+
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=3, learning_rate=1e-3,
+        report_to=[], save_strategy="no", logging_steps=1, use_cpu=True, disable_tqdm=True,
+    )  # fmt: skip
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=batches(), data_collator=collate)
+    result = trainer.train()
+    assert result.global_step == 3 and torch.isfinite(torch.tensor(result.training_loss))
+    now = dict(model.named_parameters())
+    moved = [n for n in before if not torch.equal(now[n], before[n])]
+    assert len(moved) == len(before)
+
+
+@pytest.mark.parametrize("family", ["bart", "mbart", "m2m_100"])
+def test_other_families(family: str) -> None:
+    model = local_model(family)
+    assert sum(".localnmt." in n for n, _ in model.named_parameters()) > 20
+    ids, mask = source_batch()
+    ids = ids.clone()
+    ids[:, 0] = 5  # mbart / m2m100: any first token
+    kwargs = dict(input_ids=ids, attention_mask=mask, max_new_tokens=5, num_beams=2,
+                  do_sample=False, output_scores=True, return_dict_in_generate=True)  # fmt: skip
+    cached = model.generate(**kwargs, use_cache=True)
+    uncached = model.generate(**kwargs, use_cache=False)
+    assert torch.equal(cached.sequences, uncached.sequences)
+    with torch.no_grad():
+        batch = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
+        n = int(mask[1].sum())
+        alone = model(input_ids=ids[1:2, :n], decoder_input_ids=TARGETS[1:2]).logits
+    assert (batch[1] - alone[0]).abs().max() <= 1e-5
+
+
+def test_t5_is_refused_in_one_line() -> None:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = T5Config(vocab_size=40, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4)
+    with pytest.raises(SpecError, match="relative position bias") as err:
+        localnmt.hf.apply(T5ForConditionalGeneration(config), encoder_self="localness")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("version", ["4.52.4", "4.48.0", "6.0.0", "3.5.1"])
+def test_versions_outside_the_range_are_one_error(version: str) -> None:
+    with pytest.raises(TransformersVersionError, match=f"found transformers {version}") as err:
+        check_version(version)
+    assert "\n" not in str(err.value) and "pip install" in str(err.value)
+
+
+@pytest.mark.parametrize("version", ["4.53.0", "4.57.6", "5.0.0", "5.24.0", "5.99.1.dev0"])
+def test_versions_inside_the_range_pass(version: str) -> None:
+    check_version(version)
+
+
+def test_importing_the_adapter_imports_no_framework() -> None:
+    code = ("import sys, localnmt.hf; "
+            "print(any(m in sys.modules for m in ('transformers', 'fairseq')))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_setup_extra_asks_for_the_checked_range() -> None:
+    from pathlib import Path
+
+    from localnmt.hf.versions import REQUIREMENT
+
+    setup = (Path(__file__).parents[2] / "setup.py").read_text()
+    assert f'"hf": ["{REQUIREMENT}"' in setup

@@ -238,10 +238,14 @@ def build_options(cls: type[AttentionModifier], raw: dict[str, str]) -> Any:
     return cls.Options(**values)
 
 
-def check_positions(method: str, key: str, value: float, site: AttentionSite) -> None:
+def check_positions(
+    method: str, key: str, value: float, site: AttentionSite, default: float = 0
+) -> None:
     """Refuse an option measured in positions that exceeds the site's maximum positions (no
-    sentence is longer, so the larger value changes nothing but what is allocated)."""
-    if value > site.max_positions:
+    sentence is longer, so the larger value changes nothing but what is allocated, and is
+    most likely a typo). The method's ``default`` is always accepted: a small model's few
+    positions must not make a method's default an error."""
+    if value > max(site.max_positions, default):
         raise SpecError(
             f"option '{key}' of method '{method}' is {value:g}, more than the "
             f"{site.max_positions} max positions of {site.kind} attention; use at most "

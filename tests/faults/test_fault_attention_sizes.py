@@ -108,3 +108,11 @@ def test_more_cpu_processes_than_cores_are_refused(tiny_data, tmp_path, monkeypa
         "--procs 64 is more than the 2 cores of this machine: the processes would share them "
         "and train slower than --procs 2; use at most --procs 2"
     )
+
+
+@pytest.mark.parametrize("spec", ["localness[window=head]", "localness[window=fixed]", "block",
+                                  "local_hard", "gmm"])  # fmt: skip
+def test_a_methods_defaults_pass_on_a_model_of_few_positions(spec) -> None:
+    """A window default wider than a small model's positions is no error (it changes nothing)."""
+    kind = "cross" if spec == "gmm" else "encoder_self"
+    validate_specs(parse_spec(spec), AttentionSite(kind, 0, 1, 16, 4, max_positions=14))

@@ -61,7 +61,7 @@ class Block(AttentionModifier):
         super().validate(options, site)
         if options.block < 0:
             raise SpecError(f"method '{cls.name}': block={options.block} must be >= 0")
-        check_positions(cls.name, "block", options.block, site)
+        check_positions(cls.name, "block", options.block, site, cls.Options.block)
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)

@@ -192,7 +192,9 @@ class GaussianMixture(AttentionModifier):
             raise SpecError(f"option 'k' of method 'gmm' must be >= 1, got {options.k}")
         if options.sigma_min <= 0:
             raise SpecError("option 'sigma_min' of method 'gmm' must be > 0")
-        check_positions(cls.name, "k", options.k, site)  # more components than positions
+        check_positions(
+            cls.name, "k", options.k, site, cls.Options.k
+        )  # more components than positions
 
     @classmethod
     def memory_bytes(cls, options: Options, site: AttentionSite, pairs: int) -> int:

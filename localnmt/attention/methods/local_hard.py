@@ -61,7 +61,7 @@ class LocalHard(AttentionModifier):
                 f"method '{cls.name}': half_window={options.half_window} must be >= 0.5 "
                 "(so that some key lies within it)"
             )
-        check_positions(cls.name, "half_window", options.half_window, site)
+        check_positions(cls.name, "half_window", options.half_window, site, cls.Options.half_window)
         predictor_hidden(options.hidden, site, cls.name)
 
     @classmethod

@@ -116,8 +116,8 @@ class Localness(AttentionModifier):
             raise SpecError("option 'd_floor' of method 'localness' must be > 0 (σ = D/2 > 0)")
         if options.fixed_size <= 0 or options.head_max <= 0:
             raise SpecError("options 'fixed_size' and 'head_max' of 'localness' must be > 0")
-        check_positions(cls.name, "fixed_size", options.fixed_size, site)
-        check_positions(cls.name, "head_max", options.head_max, site)
+        check_positions(cls.name, "fixed_size", options.fixed_size, site, cls.Options.fixed_size)
+        check_positions(cls.name, "head_max", options.head_max, site, cls.Options.head_max)
 
     def __init__(self, options: Options, site: AttentionSite, heads: list[int] | None = None):
         super().__init__(options, site, heads)

@@ -23,9 +23,12 @@ This module imports only the standard library; torch is imported where threads a
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
 
 #: seconds between two samples of the machine's running threads
 SAMPLE_S = 0.2
@@ -113,10 +116,13 @@ class CoreShare:
                 self.samples.append(count)
         if now - self.last_decision >= self.every_s and self.samples:
             self.last_decision = now
-            threads = threads_for(self.cores, sum(self.samples) / len(self.samples), self.cap)
+            others = sum(self.samples) / len(self.samples)
+            threads = threads_for(self.cores, others, self.cap)
             self.samples.clear()
             if threads != self.threads:
                 self.set_threads(threads)
+                logger.info("%d thread(s): %.1f other threads running on %d cores", threads,
+                            others, self.cores)  # fmt: skip
                 self.threads = threads
 
 

@@ -11,7 +11,8 @@ speed. Neither is needed when no process runs more threads than the cores left t
 :class:`CoreShare` keeps torch's default and sets the thread count instead: between the
 updates (or decoded batches) of a training or decoding localnmt runs, it samples, every
 :data:`SAMPLE_S` seconds, the threads the machine runs that are not this process's
-(``procs_running`` of ``/proc/stat`` less this process's running threads), and every
+(``procs_running`` of ``/proc/stat`` less the running threads of this process and of its
+children, the data loader's workers), and every
 :data:`EVERY_S` seconds sets ``torch.set_num_threads(cores − mean others)`` (at least one, at
 most the ``OMP_NUM_THREADS`` the user set). Alone a training keeps every core; beside a second
 training each settles at its half; beside other work it leaves that work its cores. Only the
@@ -49,20 +50,50 @@ def task_running(stat: str) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] == "R"
 
 
+def _running_threads(pid: str) -> int:
+    """Threads of process ``pid`` in state R (0 if it ended meanwhile)."""
+    count = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                count += task_running(f.read())
+        except OSError:  # the thread ended meanwhile
+            pass
+    return count
+
+
+def _children(pid: str) -> list[str]:
+    """The child processes of ``pid`` (its threads' ``children`` files)."""
+    found: list[str] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                found += f.read().split()
+        except OSError:
+            pass
+    return found
+
+
 def others_running() -> int | None:
-    """Runnable threads of the machine that are not this process's (None off Linux)."""
+    """Runnable threads of the machine that are not this process's or its children's (the
+    data loader's workers); None off Linux."""
     try:
         with open("/proc/stat", encoding="ascii") as f:
             total = machine_running(f.read())
-        mine = 0
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{tid}/stat", encoding="ascii", errors="replace") as f:
-                    mine += task_running(f.read())
-            except OSError:  # the thread ended meanwhile
-                pass
+        if not os.path.isdir("/proc/self/task"):
+            return None
     except (OSError, ValueError):
         return None
+    own = str(os.getpid())
+    mine = sum(_running_threads(pid) for pid in (own, *_children(own)))
     return max(0, total - mine)
 
 

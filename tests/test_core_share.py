@@ -109,3 +109,22 @@ def test_cpu_trainings_and_decodings_look_up_their_share(monkeypatch) -> None:
     fairseq_entry.share_cores(["data-bin", "--cpu"])
     assert Trainer.train_step(None, []) == "trained" and ticks == [1]
     assert SequenceGenerator.generate(None, [], {}) == "decoded" and ticks == [1, 1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_data_loaders_workers_are_this_trainings_own_threads() -> None:
+    """A busy child (a data loader worker) is runnable and found among this process's
+    children, so :func:`others_running` does not count it as other work."""
+    import os
+    import subprocess
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        assert str(child.pid) in core_share._children(str(os.getpid()))
+        assert core_share._running_threads(str(child.pid)) == 1  # runnable, waiting or not
+    finally:
+        child.kill()
+        child.wait()
+    assert core_share._running_threads(str(child.pid)) == 0  # gone

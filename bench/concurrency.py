@@ -1,17 +1,22 @@
 """``python -m bench.concurrency``: training throughput alone and with a second training beside
-it, per method, launched the way the project launches them.
+it, per method family and per way of launching it, against plain ``fairseq-train``.
 
 A shared machine is where researchers train: on a 2-core CPU two small trainings started at the
 same time used to make 7 updates each in 45 s where one alone made 359 (OpenMP threads spinning
-while they wait). For each method this runs, ``--repeats`` times and interleaved, one training
-alone and two at once, each for ``--seconds`` of training (fairseq's ``--stop-time-hours``),
-and reports each run's updates and the *share*: a run's updates beside another over the solo
-run's updates (0.5 is a fair half of the machine). The trainings are the quickstart's CPU
-sizing on a synthetic corpus (or ``--data``), started by :func:`localnmt.runs.launch.run_logged`,
-so what the project sets for its children (``localnmt.processes``) is what is measured.
-``--policy`` measures the settings a user of plain ``fairseq-train`` could choose instead:
-``project`` (what localnmt-train sets: idle threads sleep), ``spin`` (torch's default: idle
-threads spin), ``one-thread`` (``OMP_NUM_THREADS=1``).
+while they wait). For each method, ``--repeats`` times and interleaved, each launcher in
+``--launchers`` trains alone and two at once, each run for ``--seconds`` of training
+(fairseq's ``--stop-time-hours``). The report gives each run's updates, the *share* (a run's
+updates beside another over its launcher's solo median; 0.5 is a fair half of the machine),
+the worst share also over plain ``fairseq-train``'s solo median, and each launcher's solo
+updates over plain ``fairseq-train``'s in the same repeat (worst and median). The trainings
+are the quickstart's CPU sizing on a synthetic corpus (or ``--data``). Launchers:
+
+- ``localnmt``: :func:`localnmt.runs.launch.run_logged` with torch's default threads, what
+  ``localnmt-train`` and the quickstart do (the cores shared by :mod:`localnmt.core_share`);
+- ``fairseq-train``: plain ``fairseq-train`` (``python -m fairseq_cli.train``), torch's
+  default threads: the reference;
+- ``passive``: plain ``fairseq-train`` with ``OMP_WAIT_POLICY=PASSIVE KMP_BLOCKTIME=0``;
+- ``one-thread``: plain ``fairseq-train`` with ``OMP_NUM_THREADS=1``.
 
 Writes ``concurrency.json`` and ``concurrency.md`` to ``--out`` (default
 ``bench/results/concurrency-<time>``).
@@ -24,6 +29,7 @@ import json
 import os
 import random
 import statistics
+import sys
 import threading
 import time
 from pathlib import Path
@@ -33,7 +39,7 @@ from localnmt import processes
 from localnmt.catalog import get_row
 from localnmt.quickstart.sizing import sizings
 from localnmt.quickstart.training import system_spec
-from localnmt.runs.launch import launch_command, run_logged
+from localnmt.runs.launch import ENTRY, launch_command, run_logged
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.train_log import read_train_log
 
@@ -52,12 +58,23 @@ FAMILIES = {
 FAMILY_ARGS = {
     "local_heads": ("--encoder-attention-heads", "8", "--decoder-attention-heads", "8"),
 }
-#: the environment of a training under each policy
-POLICIES = {
-    "project": lambda: processes.child_environment(),
-    "spin": lambda: {k: v for k, v in os.environ.items()
-                     if k not in ("OMP_WAIT_POLICY", "KMP_BLOCKTIME", "OMP_NUM_THREADS")},
-    "one-thread": lambda: {**processes.child_environment(), "OMP_NUM_THREADS": "1"},
+#: the thread settings of the environment (importing ``bench`` sets OMP_WAIT_POLICY)
+THREAD_VARS = ("OMP_WAIT_POLICY", "KMP_BLOCKTIME", "OMP_NUM_THREADS", "GOMP_SPINCOUNT")
+REFERENCE = "fairseq-train"
+
+
+def torch_defaults() -> dict[str, str]:
+    """This process's environment without any thread setting: torch's defaults."""
+    return {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+
+
+#: each launcher: (runs through localnmt's entry point, the environment of its trainings)
+LAUNCHERS = {
+    "localnmt": (True, lambda: processes.child_environment(base=torch_defaults())),
+    REFERENCE: (False, torch_defaults),
+    "passive": (False, lambda: {**torch_defaults(), "OMP_WAIT_POLICY": "PASSIVE",
+                                "KMP_BLOCKTIME": "0"}),
+    "one-thread": (False, lambda: {**torch_defaults(), "OMP_NUM_THREADS": "1"}),
 }  # fmt: skip
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -81,14 +98,18 @@ def synthetic_corpus(folder: Path, sentences: int = 20_000, vocab: int = 6000) -
     return preprocess(raw, folder / "data-bin")
 
 
-def _command(name: str, data: Path, run_dir: Path, seconds: float) -> tuple[list[str], Path]:
+def _command(name: str, data: Path, run_dir: Path, seconds: float,
+             launcher: str) -> tuple[list[str], Path]:  # fmt: skip
     layout = RunLayout.under(run_dir)
     row = get_row(FAMILIES[name])
     spec = system_spec(row, sizings()["cpu"], data, layout, cpu=True, max_update=10**6)
     spec = spec.replace(extra=(*spec.extra, *FAMILY_ARGS.get(name, ()),
                                "--stop-time-hours", f"{seconds / 3600:.6f}",
                                "--disable-validation", "--no-save"))  # fmt: skip
-    return launch_command(spec, 0), layout.train_log
+    cmd = launch_command(spec, 0)
+    if not LAUNCHERS[launcher][0]:  # the same arguments to plain fairseq-train
+        cmd = [sys.executable, "-m", "fairseq_cli.train", *cmd[len(ENTRY) + 1 :]]
+    return cmd, layout.train_log
 
 
 def _train(cmd: list[str], log: Path, env: dict, out: dict) -> None:
@@ -109,26 +130,49 @@ def run_together(cmds: list[tuple[list[str], Path]], env: dict) -> list[int | No
 
 
 def measure(name: str, data: Path, work: Path, seconds: float, repeats: int,
-            policy: str) -> dict:  # fmt: skip
-    """Solo and paired runs of one method, interleaved; each run's updates and the shares."""
-    solo, pairs = [], []
-    env = POLICIES[policy]()
+            launchers: list[str]) -> list[dict]:  # fmt: skip
+    """Solo and paired runs of one method under each launcher, interleaved (every launcher in
+    each repeat); each run's updates, the shares and the ratios to plain fairseq-train."""
+    solo: dict[str, list] = {k: [] for k in launchers}
+    pairs: dict[str, list] = {k: [] for k in launchers}
     for r in range(repeats):
-        base = work / f"{name}-{policy}-{r}"
-        solo += run_together([_command(name, data, base / "solo", seconds)], env)
-        pairs.append(run_together([_command(name, data, base / f"pair{i}", seconds)
-                                   for i in (0, 1)], env))  # fmt: skip
-        print(f"  {name} ({policy}) repeat {r + 1}: solo {solo[-1]}, pair {pairs[-1]}",
-              flush=True)  # fmt: skip
-    if not any(solo):
-        raise SystemExit(f"python -m bench.concurrency: error: no {name} training ran; see "
-                         f"{work / f'{name}-{policy}-0' / 'solo' / 'train.log'}")  # fmt: skip
-    ref = statistics.median(u for u in solo if u)
-    shares = [u / ref if u is not None and ref else 0.0 for pair in pairs for u in pair]
-    return {"method": name, "row": FAMILIES[name], "policy": policy, "seconds": seconds,
-            "solo_updates": solo, "pair_updates": pairs, "solo_median": ref,
-            "shares": [round(s, 3) for s in shares], "worst_share": round(min(shares), 3),
-            "median_share": round(statistics.median(shares), 3)}  # fmt: skip
+        for launcher in launchers:
+            env = LAUNCHERS[launcher][1]()
+            base = work / f"{name}-{launcher}-{r}"
+            solo[launcher] += run_together([_command(name, data, base / "solo", seconds,
+                                                     launcher)], env)  # fmt: skip
+            pairs[launcher].append(run_together(
+                [_command(name, data, base / f"pair{i}", seconds, launcher) for i in (0, 1)],
+                env))  # fmt: skip
+            print(f"  {name} ({launcher}) repeat {r + 1}: solo {solo[launcher][-1]}, "
+                  f"pair {pairs[launcher][-1]}", flush=True)  # fmt: skip
+    results = []
+    for launcher in launchers:
+        if not any(solo[launcher]):
+            raise SystemExit(f"python -m bench.concurrency: error: no {name} training ran; see "
+                             f"{work / f'{name}-{launcher}-0' / 'solo' / 'train.log'}")  # fmt: skip
+        results.append(summary(name, launcher, seconds, solo, pairs))
+    return results
+
+
+def summary(name: str, launcher: str, seconds: float, solo: dict, pairs: dict) -> dict:
+    """One launcher's row: its runs, shares of its own solo median and of fairseq-train's,
+    and its solo runs over fairseq-train's of the same repeat."""
+    ref = statistics.median(u for u in solo[launcher] if u)
+    updates = [u or 0 for pair in pairs[launcher] for u in pair]
+    shares = [u / ref for u in updates]
+    row = {"method": name, "row": FAMILIES[name], "launcher": launcher, "seconds": seconds,
+           "solo_updates": solo[launcher], "pair_updates": pairs[launcher], "solo_median": ref,
+           "shares": [round(s, 3) for s in shares], "worst_share": round(min(shares), 3),
+           "median_share": round(statistics.median(shares), 3)}  # fmt: skip
+    if REFERENCE in solo and any(solo[REFERENCE]):
+        plain = statistics.median(u for u in solo[REFERENCE] if u)
+        alone = [(u or 0) / p for u, p in zip(solo[launcher], solo[REFERENCE]) if p]
+        row.update(worst_share_of_plain=round(min(updates) / plain, 3),
+                   alone_vs_plain=[round(a, 3) for a in alone],
+                   worst_alone_vs_plain=round(min(alone), 3),
+                   median_alone_vs_plain=round(statistics.median(alone), 3))  # fmt: skip
+    return row
 
 
 def markdown(results: list[dict], machine: dict) -> str:
@@ -137,14 +181,20 @@ def markdown(results: list[dict], machine: dict) -> str:
         f"Training alone and two at once, {results[0]['seconds']:g} s of training each "
         f"({len(results[0]['solo_updates'])} repeats, interleaved); {describe(machine)}.",
         "",
-        "| method | policy | updates alone (median) | updates, two at once (each run) "
-        "| share: worst / median |",
-        "|---|---|---|---|---|",
+        "| method | launcher | updates alone | alone / fairseq-train: worst, median "
+        "| updates, two at once (each run) | share of own solo: worst / median "
+        "| worst share of fairseq-train's solo |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
+        alone = ", ".join(str(u) for u in r["solo_updates"])
         pairs = ", ".join("/".join(str(u) for u in p) for p in r["pair_updates"])
-        lines.append(f"| {r['method']} | {r['policy']} | {r['solo_median']:g} | {pairs} "
-                     f"| {r['worst_share']:.2f} / {r['median_share']:.2f} |")  # fmt: skip
+        vs = (f"{r['worst_alone_vs_plain']:.2f}, {r['median_alone_vs_plain']:.2f}"
+              if "alone_vs_plain" in r else "–")  # fmt: skip
+        of_plain = f"{r['worst_share_of_plain']:.2f}" if "worst_share_of_plain" in r else "–"
+        share = f"{r['worst_share']:.2f} / {r['median_share']:.2f}"
+        lines.append(f"| {r['method']} | {r['launcher']} | {alone} | {vs} | {pairs} "
+                     f"| {share} | {of_plain} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -152,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--methods", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
-    p.add_argument("--policies", nargs="+", default=["project"], choices=list(POLICIES))
+    p.add_argument("--launchers", nargs="+", default=["localnmt", REFERENCE],
+                   choices=list(LAUNCHERS))  # fmt: skip
     p.add_argument("--seconds", type=float, default=30.0, help="training seconds per run")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--data", type=Path, help="a data-bin (default: a synthetic corpus)")
@@ -163,14 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     data = args.data or synthetic_corpus(out / "corpus")
     machine = machine_info_cpu()
     results = []
-    for policy in args.policies:
-        for method in args.methods:
-            results.append(measure(method, data, out / "runs", args.seconds, args.repeats,
-                                   policy))  # fmt: skip
-            machine["load_average_end"] = list(os.getloadavg())
-            (out / "concurrency.json").write_text(  # kept after every method
-                json.dumps({"machine": machine, "results": results}, indent=2) + "\n"
-            )
+    for method in args.methods:
+        results += measure(method, data, out / "runs", args.seconds, args.repeats,
+                           args.launchers)  # fmt: skip
+        machine["load_average_end"] = list(os.getloadavg())
+        (out / "concurrency.json").write_text(  # kept after every method
+            json.dumps({"machine": machine, "results": results}, indent=2) + "\n"
+        )
     text = markdown(results, machine)
     (out / "concurrency.md").write_text(text)
     print(text)

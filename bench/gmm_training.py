@@ -1,7 +1,7 @@
 """Where GMM cross-attention's training time goes: the step taken apart, A/B in one process.
 
     python -m bench.gmm_training [--length 64] [--repeats 9] [--forms full "SDPA only"]
-                                 [--clock cpu]
+                                 [--clock cpu] [--size base|cpu]
 
 One training step (``bench.training``: forward, label-smoothed cross-entropy, backward, Adam;
 1024 target tokens) of the fairseq baseline and of the GMM row's model
@@ -62,15 +62,29 @@ FORMS = {"full": (None, True, True), "dense path": (_dense_path, True, True),
          "+ predictors": (_predictors_only, True, True)}  # fmt: skip
 
 
+def model_size(size: str) -> list[str]:
+    """The flags of a model size: ``base`` (512-dim, the row's layers and heads) or ``cpu``
+    (the quickstart's CPU sizing: its dims, heads and layers)."""
+    if size == "base":
+        return size_overrides(512, 2048)
+    from localnmt.quickstart.sizing import sizings
+
+    embed, ffn, heads, layers = sizings()["cpu"].effective().dims
+    return [*size_overrides(embed, ffn),
+            *(f"--{side}-{what}={n}" for side in ("encoder", "decoder")
+              for what, n in (("attention-heads", heads), ("layers", layers)))]  # fmt: skip
+
+
 def take_apart(
-    row_name: str, length: int, max_tokens: int, repeats: int, vocab: int, forms: list[str]
-) -> dict:
+    row_name: str, length: int, max_tokens: int, repeats: int, vocab: int, forms: list[str],
+    size: str = "base",
+) -> dict:  # fmt: skip
     """Seconds per training step of the baseline and of each form in ``forms``."""
     from localnmt.catalog import all_rows
 
     row = next(r for r in all_rows() if r.name == row_name)
     dictionary = make_dictionary(vocab)
-    ns = parse_model_args(row.arch, row.args, size_overrides(512, 2048))
+    ns = parse_model_args(row.arch, row.args, model_size(size))
     batch = make_batch(dictionary, batch_size_for(max_tokens, length), length)
     device = torch.device("cpu")
     torch.manual_seed(0)
@@ -101,6 +115,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-tokens", type=int, default=1024)
     p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--size", choices=("base", "cpu"), default="base",
+                   help="base (512-dim) or the quickstart's CPU sizing (128-dim, "
+                   "3+3 layers)")  # fmt: skip
     p.add_argument(
         "--forms",
         nargs="+",
@@ -118,10 +135,12 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     use_clock(args.clock)
     print(describe(machine_info(torch.device("cpu"))), flush=True)
-    times = take_apart(args.row, args.length, args.max_tokens, args.repeats, args.vocab, args.forms)
+    times = take_apart(args.row, args.length, args.max_tokens, args.repeats, args.vocab, args.forms,
+                       args.size)  # fmt: skip
     base = times["baseline"]
     print(
-        f"\n{args.row}, training step, T = {args.length}, {args.max_tokens} tokens, "
+        f"\n{args.row}, {args.size} size, training step, T = {args.length}, "
+        f"{args.max_tokens} tokens, "
         f"{args.clock} clock\n"
     )
     print("| form | s per step | − baseline, ms | speed ÷ baseline |\n|---|---|---|---|")

@@ -2,14 +2,14 @@
 environment, and their end.
 
 **Threads on a shared machine.** torch's CPU kernels run on OpenMP threads, and by default an
-idle OpenMP thread spins, waiting for the next parallel region, instead of sleeping. Two
-trainings on one 2-core machine then keep four threads spinning on two cores, and each one's
-parallel regions wait for the other's spinning threads to be scheduled: on a 2-core CPU two
-small trainings made 7 updates each in 45 s where one alone made 359. A child started here
-gets ``OMP_WAIT_POLICY=PASSIVE`` (idle threads sleep), unless the user set it: the measured
+idle OpenMP thread spins, waiting for the next parallel region, instead of sleeping: the
+fastest setting alone, a collapse when two trainings keep four threads on two cores (7
+updates each in 45 s where one alone made 359). A child keeps torch's default, and the
+trainings and decodings the project runs set their thread count from what else runs instead
+(:mod:`localnmt.core_share`, installed by :mod:`localnmt.runs.fairseq_entry`): the measured
 effect per method is in ``bench/README.md`` (``python -m bench.concurrency``). Several
 processes per node on the CPU (``--cpu --procs N``) also get ``OMP_NUM_THREADS`` = cores / N
-unless it is set, so that they do not oversubscribe the node.
+unless it is set, so that they do not oversubscribe the node from their start.
 
 **Their end.** A child dies with its launcher: on Linux the kernel sends it SIGTERM when the
 launcher dies, even by SIGKILL (``PR_SET_PDEATHSIG``). When the launcher is interrupted
@@ -31,8 +31,6 @@ from collections.abc import Mapping
 from typing import Any
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-#: what every child gets unless the user's environment says otherwise
-THREAD_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
 
 
 def usable_cores() -> int:
@@ -46,12 +44,9 @@ def usable_cores() -> int:
 def child_environment(
     procs_per_node: int = 1, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The environment of a child: ``base`` (default this process's) with
-    :data:`THREAD_DEFAULTS` where unset, and with ``procs_per_node`` > 1 an
-    ``OMP_NUM_THREADS`` that shares the cores among them (where unset)."""
+    """The environment of a child: ``base`` (default this process's), with ``procs_per_node``
+    > 1 an ``OMP_NUM_THREADS`` that shares the cores among them (where unset)."""
     env = dict(os.environ if base is None else base)
-    for key, value in THREAD_DEFAULTS.items():
-        env.setdefault(key, value)
     if procs_per_node > 1:
         env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // procs_per_node)))
     return env

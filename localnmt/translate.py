@@ -14,13 +14,15 @@ sentencepiece), translates them with beam search (fairseq's generator, the plugi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from localnmt import progress
 from localnmt.data.bpe import segmenter
 from localnmt.data.metadata import DataInfo, read_metadata
 from localnmt.data.positions import first_too_long, too_long_message
@@ -94,7 +96,7 @@ def translate_lines(
         hub.cfg.dataset.batch_size = None
     out = [""] * len(lines)
     if encoded:
-        with torch.no_grad():
+        with torch.no_grad(), counted_batches(hub, len(encoded)):
             hypos = hub.generate(
                 encoded,
                 beam=decode.beam,
@@ -105,6 +107,27 @@ def translate_lines(
         for i, hyp in zip(todo, hypos):
             out[i] = finish_target(hub.string(hyp[0]["tokens"]), info)
     return out
+
+
+@contextlib.contextmanager
+def counted_batches(hub: Any, sentences: int) -> Iterator[None]:
+    """A progress bar (:mod:`localnmt.progress`) over the sentences ``hub.generate`` decodes,
+    advanced after each of its batches (fairseq's hub has no hook: its batch builder is
+    wrapped for the block)."""
+    build = hub._build_batches
+
+    with progress.bar(total=sentences, desc="translating", unit="sent") as shown:
+
+        def batches(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            for batch in build(*args, **kwargs):
+                yield batch
+                shown.update(len(batch["id"]))
+
+        hub._build_batches = batches
+        try:
+            yield
+        finally:
+            del hub._build_batches  # the class's method again
 
 
 @entry_point("localnmt-translate")

@@ -27,6 +27,7 @@ from torch import Tensor
 from localnmt.attention.record import AttentionRecord
 from localnmt.errors import entry_point
 from localnmt.evaluation.scoring import read_lines
+from localnmt.progress import track
 
 Link = tuple[int, int]  # (source word, target word), 0-based
 
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     d = task.target_dictionary
     hyps: list[set[Link]] = []
     first: Tensor | None = None
-    for rec in force_decode(model, pairs, pad=d.pad(), eos=d.eos(), batch_size=args.batch_size):
+    records = force_decode(model, pairs, pad=d.pad(), eos=d.eos(), batch_size=args.batch_size)
+    for rec in track(records, len(pairs), "sentence pairs", "sent"):
         attention = layer_attention(rec.layers, args.layer)[:-1, :-1]  # drop EOS row/column
         src_words = subword_to_word(src_lines[rec.index].split(), args.bpe_marker)
         tgt_words = subword_to_word(tgt_lines[rec.index].split(), args.bpe_marker)

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from localnmt.analysis.conllu import RelationSets, piece_spans, read_bpe, read_conllu, relation_sets
 from localnmt.errors import DataError, entry_point
+from localnmt.progress import track
 
 THRESHOLDS = (1, 2, 3, 4, 5)
 
@@ -115,9 +116,11 @@ class Treebank:
         self.used = self.words = self.tokens = 0
 
     def encoded(self, task: Any) -> Iterator[tuple[Tensor, RelationSets]]:
-        """``(token ids, relation sets)`` of each sentence, in file order."""
+        """``(token ids, relation sets)`` of each sentence, in file order (a progress bar on a
+        terminal: :mod:`localnmt.progress`)."""
         lines = read_bpe(self.bpe, len(self.sentences))
-        for sentence, line in zip(self.sentences, lines, strict=True):
+        pairs = zip(self.sentences, lines, strict=True)
+        for sentence, line in track(pairs, len(self.sentences), "sentences", "sent"):
             ids, spans = encode(task, sentence.words, line)
             yield ids, relation_sets(sentence, spans, ids.numel())
             self.used += 1

@@ -8,6 +8,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+from localnmt import progress
 from localnmt.data.steps import DataError, atomic_open, atomic_path
 from localnmt.data.text_tokenize import map_lines
 from localnmt.data.validate import iter_lines_checked
@@ -105,7 +106,9 @@ def apply_file(kind: str, model: Path, inp: Path, out: Path, workers: int = 1) -
     """Segment a tokenised file into ``out`` atomically; return the line count."""
     n = 0
     with atomic_open(out) as f:
-        for line in map_lines(_apply_chunk, f"{kind}\t{model}", iter_lines_checked(inp), workers):
+        lines = iter_lines_checked(inp)
+        shown = {"desc": f"segmenting {inp.name}", "total": progress.lines_in(inp)}
+        for line in map_lines(_apply_chunk, f"{kind}\t{model}", lines, workers, **shown):
             f.write(line + "\n")
             n += 1
     return n

@@ -11,6 +11,7 @@ from functools import lru_cache
 from itertools import islice
 from pathlib import Path
 
+from localnmt import progress
 from localnmt.data.steps import atomic_open
 from localnmt.data.validate import iter_lines_checked
 
@@ -108,16 +109,24 @@ def map_lines(
     lines: Iterable[str],
     workers: int,
     chunk: int = 2000,
+    desc: str | None = None,
+    total: int | None = None,
 ) -> Iterator[str]:
-    """Apply a chunk function over lines, in order, with ``workers`` processes."""
+    """Apply a chunk function over lines, in order, with ``workers`` processes; with ``desc``,
+    a progress bar over ``total`` lines (:mod:`localnmt.progress`)."""
     jobs = ((key, c) for c in _chunks(lines, chunk))
-    if workers <= 1:
-        for job in jobs:
-            yield from fn(job)
-        return
-    with mp.get_context("fork").Pool(workers) as pool:
-        for out in pool.imap(fn, jobs):
-            yield from out
+    with progress.bar(total=total, desc=desc, unit="line", unit_scale=True,
+                      show=desc is not None) as shown:  # fmt: skip
+        if workers <= 1:
+            for job in jobs:
+                out = fn(job)
+                yield from out
+                shown.update(len(out))
+            return
+        with mp.get_context("fork").Pool(workers) as pool:
+            for out in pool.imap(fn, jobs):
+                yield from out
+                shown.update(len(out))
 
 
 def tokenize_file(
@@ -128,7 +137,9 @@ def tokenize_file(
     mode = "pretok" if pretokenized else "norm" if normalize else "raw"
     n = 0
     with atomic_open(out) as f:
-        for line in map_lines(_tok_chunk, f"{lang}\t{mode}", iter_lines_checked(inp), workers):
+        lines = iter_lines_checked(inp)
+        shown = {"desc": f"tokenising {inp.name}", "total": progress.lines_in(inp)}
+        for line in map_lines(_tok_chunk, f"{lang}\t{mode}", lines, workers, **shown):
             f.write(line + "\n")
             n += 1
     return n

@@ -69,8 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--updates", type=int, help="with --equal updates: updates per system "
                    "(default: calibrated from the budget)")  # fmt: skip
     p.add_argument("--calibration-minutes", type=positive_minutes,
-                   help="how long the baseline trains to measure its speed (default: a "
-                   "twentieth of the budget, at least 0.5 and at most 2)")  # fmt: skip
+                   help="how long the systems train, together, to measure their speeds and "
+                   "validations (default: a twentieth of the budget, at least 0.5 and at most "
+                   "2)")  # fmt: skip
     p.add_argument("--seeds", type=int, default=1,
                    help="train every system this many times (seeds 1..N): mean ± sd and a "
                    "paired test over all runs")  # fmt: skip
@@ -235,11 +236,12 @@ def corpus(args: argparse.Namespace, sizing: Sizing, workdir: Path) -> Path:
 
 
 def schedule_for(
-    args: argparse.Namespace, baseline: TrainSpec, workdir: Path, budget: float, n: int,
-    meta: dict,
+    args: argparse.Namespace, systems: list[tuple[str, TrainSpec]], workdir: Path,
+    budget: float, meta: dict,
 ) -> Schedule:  # fmt: skip
     """Equal updates (given, or calibrated from the budget) or equal time; ``meta`` gets what
     was decided."""
+    n = len(systems)
     if args.equal == "time":
         meta["minutes_per_system"] = budget / (n * args.seeds)
         return Schedule(args.validations, minutes=meta["minutes_per_system"])
@@ -247,9 +249,9 @@ def schedule_for(
         meta["updates_per_system"] = args.updates
         return Schedule(args.validations, updates=args.updates)
     minutes = args.calibration_minutes or min(2.0, max(0.5, budget / 20))
-    meta["minutes_per_system"] = max(budget - minutes, minutes) / (n * args.seeds)
-    found = calibrate(baseline, workdir, minutes, meta["minutes_per_system"], log)
-    log(f"calibration: {found.updates_per_s:.2f} updates/s → {found.updates} updates per system")
+    found = calibrate(systems, workdir, minutes, budget, args.validations, args.seeds, log)
+    meta["minutes_per_system"] = max(budget - found.minutes, minutes) / (n * args.seeds)
+    log(f"calibration: {found.minutes:.1f} min → {found.updates} updates per system")
     meta["calibration"] = found.to_json()
     meta["updates_per_system"] = found.updates
     return Schedule(args.validations, updates=found.updates)
@@ -269,8 +271,9 @@ def train_systems(
     def spec(row: CatalogRow, layout: RunLayout, seed: int) -> TrainSpec:
         return system_spec(row, sizing, data_bin, layout, cpu=cpu, max_update=cap, seed=seed)
 
-    baseline = spec(systems[0], RunLayout.under(workdir / "calibration"), 1)
-    schedule = schedule_for(args, baseline, workdir, budget, len(systems), meta)
+    calibrated = [(row.name, spec(row, RunLayout.under(workdir / "calibration"), 1))
+                  for row in systems]  # fmt: skip
+    schedule = schedule_for(args, calibrated, workdir, budget, meta)
     log(f"step 2/3: {len(systems)} systems x {args.seeds} seed(s), {schedule.describe()} "
         "each, then beam search on the test set and scoring")  # fmt: skip
     layouts = []

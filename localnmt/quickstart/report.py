@@ -113,7 +113,8 @@ def _what_was_equal(meta: dict[str, Any]) -> str:
         calibration = meta.get("calibration")
         how = "as asked"
         if calibration:
-            how = (f"{meta['minutes_per_system']:.1f} min of budget at the baseline's measured "
+            how = (f"{meta['minutes_per_system']:.1f} min of budget per system, from each "
+                   f"system's measured speed and validations; baseline "
                    f"{calibration['updates_per_s']:.2f} updates/s")  # fmt: skip
         return (f"each system is trained for the same number of updates, "
                 f"{meta['updates_per_system']} ({how}){runs}")  # fmt: skip

@@ -64,7 +64,8 @@ def translate(
     cmd = _subset_command(data_bin, checkpoint, subset, decode, user_dir, extra)
     out_dir.mkdir(parents=True, exist_ok=True)
     gen_out = out_dir / "generate.out"
-    run_generate(cmd, gen_out, out_dir / "generate.log")
+    src, tgt = infer_langs(data_bin, subset)
+    run_generate(cmd, gen_out, out_dir / "generate.log", count_lines(data_bin, subset, src, tgt))
     return read_generation(gen_out.read_text(encoding="utf-8"), data_bin, subset, decode.bpe,
                            decode.detok)  # fmt: skip
 

@@ -102,6 +102,29 @@ def pop_flag(argv: list[str], name: str) -> bool:
     return found
 
 
+def share_cores(argv: list[str]) -> None:
+    """With ``--cpu``: look up this process's share of the cores (:mod:`localnmt.core_share`)
+    before each training update and each decoded batch."""
+    if "--cpu" not in argv:
+        return
+    from localnmt.core_share import install_in_process
+
+    share = install_in_process()
+    if share is None:
+        return
+    from fairseq.sequence_generator import SequenceGenerator
+    from fairseq.trainer import Trainer
+
+    for cls, name in ((Trainer, "train_step"), (SequenceGenerator, "generate")):
+        original = getattr(cls, name)
+
+        def shared(*args, _original=original, **kwargs):
+            share.tick()
+            return _original(*args, **kwargs)
+
+        setattr(cls, name, shared)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Dispatch to fairseq_cli.train or fairseq_cli.generate."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -116,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
 
     allow_checkpoint_globals()
     fairseq_logging()
+    share_cores(rest)
     if command == "generate-subsets":
         from fairseq_cli.generate import cli_main
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
-from localnmt import processes
+from localnmt import processes, progress
 from localnmt.data.steps import DataError
 from localnmt.paths import default_user_dir  # noqa: F401  (the one --user-dir helper)
 from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
@@ -72,17 +73,37 @@ def failure_cause(log_text: str) -> str:
     return (causes or lines or ["no output"])[-1]
 
 
-def run_generate(cmd: list[str], output: Path, log: Path | None = None) -> None:
-    """Run a generate command, writing its stdout to ``output`` (stderr to ``log``); a failure
-    is a :class:`GenerateFailed` naming the cause and the log."""
+def run_generate(
+    cmd: list[str], output: Path, log: Path | None = None, sentences: int | None = None
+) -> None:
+    """Run a generate command, writing its stdout to ``output`` (stderr to ``log``), with a
+    progress bar over its ``S-`` lines (:mod:`localnmt.progress`; ``sentences``: their
+    total); a failure is a :class:`GenerateFailed` naming the cause and the log."""
     output.parent.mkdir(parents=True, exist_ok=True)
     log = log or output.with_suffix(".log")
-    with open(output, "w") as out, open(log, "w") as err:
-        done = processes.run(cmd, stdout=out, stderr=err)
-    if done.returncode != 0:
+    with (
+        open(output, "wb") as out,
+        open(log, "w") as err,
+        progress.bar(total=sentences, desc="translating", unit="sent") as shown,
+    ):
+        proc = processes.start(cmd, stdout=subprocess.PIPE, stderr=err)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # bytes, split at b"\n" only, written as they came
+                out.write(line)
+                if line.startswith(b"S-"):
+                    shown.update(1)
+            returncode = proc.wait()
+        except BaseException:
+            processes.stop(proc)
+            raise
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
+    if returncode != 0:
         cause = failure_cause(Path(log).read_text(encoding="utf-8", errors="replace"))
         raise GenerateFailed(
-            f"fairseq-generate failed (exit status {done.returncode}): {cause} (log: {log})"
+            f"fairseq-generate failed (exit status {returncode}): {cause} (log: {log})"
         )
 
 

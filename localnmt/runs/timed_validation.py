@@ -1,8 +1,9 @@
 """Record a learning curve, and validate by wall clock instead of by updates if asked.
 
 :func:`install` wraps ``fairseq_cli.train.validate_and_save`` so that each validation appends
-``{"minutes", "updates", "valid_loss"}`` (minutes of the trainer's cumulative training time,
-which survives a resume from ``checkpoint_last.pt``) to a JSON-lines file. fairseq validates
+``{"minutes", "updates", "valid_loss", "seconds"}`` (minutes of the trainer's cumulative training
+time, which survives a resume from ``checkpoint_last.pt``; seconds of wall clock that
+validation and its checkpoint took) to a JSON-lines file. fairseq validates
 every N updates or epochs; a comparison under equal wall-clock budgets wants the same number
 of points per system whatever its speed: with ``every_minutes``, the update that crosses each
 mark of that many minutes validates and saves a checkpoint.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 
@@ -35,6 +37,7 @@ def install(curve_path: Path, every_minutes: float | None = None) -> None:
             saved = (cfg.dataset.validate_interval_updates, cfg.checkpoint.save_interval_updates)
             cfg.dataset.validate_interval_updates = num_updates
             cfg.checkpoint.save_interval_updates = num_updates
+        start = time.monotonic()
         try:
             losses, stop = original(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
         finally:
@@ -42,7 +45,8 @@ def install(curve_path: Path, every_minutes: float | None = None) -> None:
                 cfg.dataset.validate_interval_updates, cfg.checkpoint.save_interval_updates = saved
         if losses and losses[0] is not None and trainer.data_parallel_rank == 0:
             point = {"minutes": round(elapsed / 60.0, 4), "updates": num_updates,
-                     "valid_loss": round(float(losses[0]), 4)}  # fmt: skip
+                     "valid_loss": round(float(losses[0]), 4),
+                     "seconds": round(time.monotonic() - start, 3)}  # fmt: skip
             with open(curve_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(point) + "\n")
         return losses, stop

@@ -14,7 +14,7 @@ CONLLU = FIXTURES / "sample.conllu"
 BPE = FIXTURES / "sample.bpe"
 
 
-def test_reports_sentences_words_and_tokens(tiny_data, tmp_path, capsys):
+def test_reports_sentences_words_and_tokens(tiny_data, tmp_path, capsys, monkeypatch):
     result = testing.train(tiny_data, tmp_path / "ckpt", "pande2021_2lochead_all6", max_update=2,
                            extra=["--encoder-layers", "2", "--decoder-layers", "1",
                                   "--encoder-attention-heads", "8"])  # fmt: skip
@@ -38,8 +38,17 @@ def test_reports_sentences_words_and_tokens(tiny_data, tmp_path, capsys):
     # the sensitivity analysis counts the same way, and an empty file is one message, exit 2
     from localnmt.analysis import sensitivity
 
+    monkeypatch.delenv("LOCALNMT_PROGRESS", raising=False)
     assert sensitivity.main([*common, *two]) == 0
-    assert f"sensitivity: {expected}" in capsys.readouterr().out
+    shown = capsys.readouterr()
+    assert f"sensitivity: {expected}" in shown.out
+    assert "sentences:" not in shown.err  # stderr is no terminal here: no progress bar
+    monkeypatch.setenv("LOCALNMT_PROGRESS", "1")  # as on a terminal
+    for module in (sensitivity, locality_bias):
+        assert module.main([*common, *two]) == 0
+        bar = capsys.readouterr().err
+        assert "sentences: 100%" in bar and "2/2" in bar and "sent/s" in bar
+    monkeypatch.delenv("LOCALNMT_PROGRESS")
     empty = tmp_path / "empty.conllu"
     empty.write_text("")
     for module in (locality_bias, sensitivity):

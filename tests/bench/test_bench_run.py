@@ -319,12 +319,20 @@ def test_concurrency_bench_runs_one_training_alone_and_two_at_once(tiny_data, tm
     assert concurrency.main(["--methods", "baseline", "--repeats", "1", "--seconds", "2",
                              "--data", str(tiny_data), "--out", str(out)]) == 0  # fmt: skip
     report = json.loads((out / "concurrency.json").read_text())
-    (result,) = report["results"]
-    assert result["method"] == "baseline" and result["policy"] == "project"
-    assert len(result["solo_updates"]) == 1 and len(result["pair_updates"][0]) == 2
-    assert result["solo_median"] > 0 and len(result["shares"]) == 2
-    assert "| baseline | project |" in (out / "concurrency.md").read_text()
-    # the environment each policy gives a training
-    assert concurrency.POLICIES["project"]()["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert "OMP_WAIT_POLICY" not in concurrency.POLICIES["spin"]()
-    assert concurrency.POLICIES["one-thread"]()["OMP_NUM_THREADS"] == "1"
+    localnmt, plain = report["results"]
+    assert localnmt["method"] == "baseline" and localnmt["launcher"] == "localnmt"
+    assert plain["launcher"] == "fairseq-train" and plain["alone_vs_plain"] == [1.0]
+    for result in (localnmt, plain):
+        assert len(result["solo_updates"]) == 1 and len(result["pair_updates"][0]) == 2
+        assert result["solo_median"] > 0 and len(result["shares"]) == 2
+    assert localnmt["alone_vs_plain"] == [round(localnmt["solo_updates"][0]
+                                                / plain["solo_updates"][0], 3)]  # fmt: skip
+    text = (out / "concurrency.md").read_text()
+    assert "| baseline | localnmt |" in text and "| baseline | fairseq-train |" in text
+    # the command and environment each launcher gives a training (bench sets PASSIVE)
+    assert "OMP_WAIT_POLICY" not in concurrency.LAUNCHERS["localnmt"][1]()
+    assert "OMP_WAIT_POLICY" not in concurrency.LAUNCHERS["fairseq-train"][1]()
+    assert concurrency.LAUNCHERS["passive"][1]()["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert concurrency.LAUNCHERS["one-thread"][1]()["OMP_NUM_THREADS"] == "1"
+    cmd, _ = concurrency._command("baseline", tiny_data, tmp_path / "r", 1.0, "fairseq-train")
+    assert cmd[1:3] == ["-m", "fairseq_cli.train"] and cmd[3] == str(tiny_data)

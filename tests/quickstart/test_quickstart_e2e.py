@@ -31,6 +31,9 @@ def test_quickstart_end_to_end(tmp_path: Path) -> None:
     assert report["budget_minutes"] == 0.5 and report["equal"] == "updates"
     calibrated = report["updates_per_system"]
     assert calibrated == report["calibration"]["updates"] >= 10
+    measured = report["calibration"]["systems"]  # every system's speed and validation cost
+    assert len(measured) == 2 and all(m["updates_per_s"] > 0 for m in measured)
+    assert all(m["validation_s"] > 0 for m in measured)
     assert report["machine"]["cores"] >= 1 and report["machine"]["torch"]
     names = [s["name"] for s in report["systems"]]
     assert names == ["vaswani2017/table-3/transformer-base/base",
@@ -53,4 +56,5 @@ def test_quickstart_end_to_end(tmp_path: Path) -> None:
     again = _quickstart(tmp_path / "w", data)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "[run ]" not in again.stdout  # calibration, trainings and translations reused
-    assert again.stdout.count("[skip] train:") == 3 and again.stdout.count("[skip] evaluate:") == 2
+    # a calibration run per system, then each system's training
+    assert again.stdout.count("[skip] train:") == 4 and again.stdout.count("[skip] evaluate:") == 2

@@ -9,7 +9,7 @@ import shlex
 import time
 from pathlib import Path
 
-from localnmt import locks
+from localnmt import locks, progress
 from localnmt.catalog import CatalogRow
 from localnmt.catalog.tables import baseline_of, baselines_first
 from localnmt.catalog.tasks import Task
@@ -98,7 +98,7 @@ def _run_translation(plan: Plan, args: argparse.Namespace, workdir: Path) -> Pat
     logs = {}
     start = time.time()
     rows = baselines_first(plan.rows, baselines)
-    for i, row in enumerate(rows, 1):
+    for i, row in enumerate(progress.track(rows, desc="rows", unit="row"), 1):
         base = baselines[row.name]
         print(f"[{i}/{len(rows)}] {row.name} ({row.row})", flush=True)
         run_dir = workdir / row.name
@@ -161,7 +161,7 @@ def _run_glue(plan: Plan, args: argparse.Namespace, workdir: Path) -> Path:
     scores: dict[str, dict] = {}
     params: dict[str, int | None] = {}
     rows = baselines_first(plan.rows, baselines)
-    for i, row in enumerate(rows, 1):
+    for i, row in enumerate(progress.track(rows, desc="rows", unit="row"), 1):
         print(f"[{i}/{len(rows)}] {row.name} ({row.row})", flush=True)
         run_dir = workdir / row.name
         glue = plan_row(row, plan.data, run_dir, **glue_options(args))

@@ -1,0 +1,171 @@
+"""Share the CPU cores with whatever else runs on the machine, by thread count.
+
+torch's OpenMP threads spin while they wait for the next parallel region (its default, what a
+plain ``fairseq-train`` gets): the fastest setting alone, and a collapse as soon as the machine
+has more busy threads than cores: two trainings of two threads each on two cores made a few
+updates each where one alone made hundreds, and one training beside a test suite made 3 updates
+in 15 s (each parallel region waits for threads that are not scheduled). Sleeping threads
+(``OMP_WAIT_POLICY=PASSIVE``) share fairly but cost a training alone about a quarter of its
+speed. Neither is needed when no process runs more threads than the cores left to it.
+
+:class:`CoreShare` keeps torch's default and sets the thread count instead: between the
+updates (or decoded batches) of a training or decoding localnmt runs, it samples, every
+:data:`SAMPLE_S` seconds, the threads the machine runs that are not this process's
+(``procs_running`` of ``/proc/stat`` less the running threads of this process and of its
+children, the data loader's workers), and every
+:data:`EVERY_S` seconds sets ``torch.set_num_threads(cores − mean others)`` (at least one, at
+most the ``OMP_NUM_THREADS`` the user set). Alone a training keeps every core; beside a second
+training each settles at its half; beside other work it leaves that work its cores. Only the
+thread count changes, never a number. The measured effect is in ``bench/README.md``
+(``python -m bench.concurrency``). Linux only (elsewhere nothing changes).
+
+This module imports only the standard library; torch is imported where threads are set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+#: seconds between two samples of the machine's running threads
+SAMPLE_S = 0.2
+#: seconds between two decisions on the thread count
+EVERY_S = 2.0
+
+
+def machine_running(stat: str) -> int:
+    """The runnable threads of the machine: ``procs_running`` of ``/proc/stat``'s text."""
+    for line in stat.splitlines():
+        if line.startswith("procs_running "):
+            return int(line.split()[1])
+    raise ValueError("no procs_running line")
+
+
+def task_running(stat: str) -> bool:
+    """Whether a thread's ``/proc/PID/task/TID/stat`` text says it is running (state R)."""
+    return stat.rsplit(")", 1)[-1].split()[0] == "R"
+
+
+def _running_threads(pid: str) -> int:
+    """Threads of process ``pid`` in state R (0 if it ended meanwhile)."""
+    count = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                count += task_running(f.read())
+        except OSError:  # the thread ended meanwhile
+            pass
+    return count
+
+
+def _children(pid: str) -> list[str]:
+    """The child processes of ``pid`` (its threads' ``children`` files)."""
+    found: list[str] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                found += f.read().split()
+        except OSError:
+            pass
+    return found
+
+
+def others_running() -> int | None:
+    """Runnable threads of the machine that are not this process's or its children's (the
+    data loader's workers); None off Linux."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            total = machine_running(f.read())
+        if not os.path.isdir("/proc/self/task"):
+            return None
+    except (OSError, ValueError):
+        return None
+    own = str(os.getpid())
+    mine = sum(_running_threads(pid) for pid in (own, *_children(own)))
+    return max(0, total - mine)
+
+
+def threads_for(cores: int, others: float, cap: int | None = None) -> int:
+    """The threads to run beside ``others`` busy threads on ``cores``: the cores left (others
+    rounded half up), at least one, at most ``cap``."""
+    left = max(1, cores - int(others + 0.5))
+    return min(left, cap) if cap else left
+
+
+def user_thread_cap() -> int | None:
+    """The ``OMP_NUM_THREADS`` the user set (a positive integer), else None."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def _torch_set_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+
+
+class CoreShare:
+    """This process's thread count: :meth:`tick` (call it in the loop, in the thread that runs
+    torch) samples the others' running threads every ``sample_s`` and sets the count from
+    their mean every ``every_s`` seconds."""
+
+    def __init__(
+        self,
+        cores: int,
+        cap: int | None = None,
+        sample_s: float = SAMPLE_S,
+        every_s: float = EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+        others: Callable[[], int | None] = others_running,
+        set_threads: Callable[[int], None] = _torch_set_threads,
+    ) -> None:
+        self.cores, self.cap, self.sample_s, self.every_s = cores, cap, sample_s, every_s
+        self.clock, self.others, self.set_threads = clock, others, set_threads
+        self.threads: int | None = None
+        self.samples: list[int] = []
+        self.last_sample = self.last_decision = clock()
+
+    def tick(self) -> None:
+        """Sample if ``sample_s`` has passed; decide if ``every_s`` has passed."""
+        now = self.clock()
+        if now - self.last_sample >= self.sample_s:
+            self.last_sample = now
+            count = self.others()
+            if count is not None:
+                self.samples.append(count)
+        if now - self.last_decision >= self.every_s and self.samples:
+            self.last_decision = now
+            others = sum(self.samples) / len(self.samples)
+            threads = threads_for(self.cores, others, self.cap)
+            self.samples.clear()
+            if threads != self.threads:
+                self.set_threads(threads)
+                logger.info("%d thread(s): %.1f other threads running on %d cores", threads,
+                            others, self.cores)  # fmt: skip
+                self.threads = threads
+
+
+def install_in_process() -> CoreShare | None:
+    """This process's :class:`CoreShare`; None where torch's CPU threads are not OpenMP's
+    (its native pool cannot be resized once it has run) or the machine is not Linux."""
+    import torch
+
+    from localnmt.processes import usable_cores
+
+    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return None
+    if others_running() is None:
+        return None
+    return CoreShare(usable_cores(), cap=user_thread_cap())

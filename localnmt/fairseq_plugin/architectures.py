@@ -1,6 +1,9 @@
 """Base architectures of ``localnmt_transformer``: fairseq's presets under our model.
 
-Per-paper named architectures live beside the paper's catalog rows and call these.
+Per-paper named architectures (``arch_*.py``, ``roberta_local.py``) call these. A preset's
+attention is an :class:`~localnmt.attention.attention_specs.AttentionSpecs`, kept in
+:data:`PRESET_SPECS` (what the quickstart checks a catalog row against) and turned into
+fairseq's arguments by :func:`default_specs`.
 """
 
 from __future__ import annotations
@@ -13,19 +16,27 @@ from fairseq.models.transformer.transformer_legacy import (
     transformer_vaswani_wmt_en_de_big,
 )
 
+from localnmt.attention.attention_specs import FAIRSEQ_DESTS, AttentionSpecs
 from localnmt.fairseq_plugin.transformer import LocalTransformerModel  # noqa: E402  (registers the model)
 
 MODEL = "localnmt_transformer"
 assert LocalTransformerModel is not None
 
+#: The attention specs of every named architecture that sets some (arch name → specs).
+PRESET_SPECS: dict[str, AttentionSpecs] = {}
 
-def default_specs(
-    args: Any, encoder: str | None = None, decoder: str | None = None, cross: str | None = None
-) -> None:
-    """Set spec flags the user did not give (command line wins, as for every fairseq flag)."""
-    args.encoder_attn_modifiers = getattr(args, "encoder_attn_modifiers", encoder)
-    args.decoder_attn_modifiers = getattr(args, "decoder_attn_modifiers", decoder)
-    args.cross_attn_modifiers = getattr(args, "cross_attn_modifiers", cross)
+
+def preset_specs(arch: str) -> AttentionSpecs:
+    """The attention specs the architecture ``arch`` sets (none for a plain one)."""
+    return PRESET_SPECS.get(arch, AttentionSpecs())
+
+
+def default_specs(args: Any, specs: AttentionSpecs = AttentionSpecs()) -> None:
+    """Set the spec arguments the user did not give from ``specs`` (command line wins, as for
+    every fairseq flag); fairseq's arguments hold the strings, the layers reuse their parse."""
+    for kind, dest in FAIRSEQ_DESTS.items():
+        given = getattr(specs, kind)
+        setattr(args, dest, getattr(args, dest, None if given is None else given.text))
 
 
 @register_model_architecture(MODEL, "localnmt_base")

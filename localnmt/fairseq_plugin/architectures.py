@@ -24,14 +24,15 @@ assert LocalTransformerModel is not None
 
 #: The attention specs of every named architecture that sets some (arch name → specs).
 PRESET_SPECS: dict[str, AttentionSpecs] = {}
+NO_SPECS = AttentionSpecs()
 
 
 def preset_specs(arch: str) -> AttentionSpecs:
     """The attention specs the architecture ``arch`` sets (none for a plain one)."""
-    return PRESET_SPECS.get(arch, AttentionSpecs())
+    return PRESET_SPECS.get(arch, NO_SPECS)
 
 
-def default_specs(args: Any, specs: AttentionSpecs = AttentionSpecs()) -> None:
+def default_specs(args: Any, specs: AttentionSpecs = NO_SPECS) -> None:
     """Set the spec arguments the user did not give from ``specs`` (command line wins, as for
     every fairseq flag); fairseq's arguments hold the strings, the layers reuse their parse."""
     for kind, dest in FAIRSEQ_DESTS.items():

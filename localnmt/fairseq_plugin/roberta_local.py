@@ -35,8 +35,8 @@ from fairseq.models.roberta.model import (
 from fairseq.models.transformer import TransformerConfig
 from fairseq.utils import safe_hasattr
 
-from localnmt.attention.modifier import SpecError, modifier_names
 from localnmt.attention.attention_specs import AttentionSpecs, SiteSpec
+from localnmt.attention.modifier import SpecError, modifier_names
 from localnmt.fairseq_plugin import extensions
 from localnmt.fairseq_plugin.architectures import PRESET_SPECS, default_specs
 from localnmt.fairseq_plugin.transformer import (

@@ -33,9 +33,6 @@ from fairseq.modules.transformer_layer import (
 from torch import Tensor
 
 from localnmt.attention import shared_source
-from localnmt.attention.context import AttentionSite
-from localnmt.attention.modifier import SpecError, modifier_names
-from localnmt.attention.pipeline import LocalAttention
 from localnmt.attention.attention_specs import (
     FAIRSEQ_DESTS,
     AttentionSpecs,
@@ -45,6 +42,9 @@ from localnmt.attention.attention_specs import (
     parse_site,
     side_of,
 )
+from localnmt.attention.context import AttentionSite
+from localnmt.attention.modifier import SpecError, modifier_names
+from localnmt.attention.pipeline import LocalAttention
 from localnmt.attention.spec import build_modifiers
 from localnmt.fairseq_plugin import extensions
 

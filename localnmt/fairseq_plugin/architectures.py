@@ -8,16 +8,21 @@ fairseq's arguments by :func:`default_specs`.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from typing import Any
 
-from fairseq.models import register_model_architecture
+from fairseq.models import ARCH_CONFIG_REGISTRY, register_model_architecture
 from fairseq.models.transformer.transformer_legacy import (
     base_architecture,
     transformer_vaswani_wmt_en_de_big,
 )
 
-from localnmt.attention.attention_specs import FAIRSEQ_DESTS, AttentionSpecs
-from localnmt.fairseq_plugin.transformer import LocalTransformerModel  # noqa: E402  (registers the model)
+from localnmt.attention.attention_specs import FAIRSEQ_DESTS, AttentionSpecs, Stack
+from localnmt.fairseq_plugin.transformer import (  # noqa: E402  (registers the model)
+    LocalTransformerModel,
+    stack,
+)
 
 MODEL = "localnmt_transformer"
 assert LocalTransformerModel is not None
@@ -30,6 +35,26 @@ NO_SPECS = AttentionSpecs()
 def preset_specs(arch: str) -> AttentionSpecs:
     """The attention specs the architecture ``arch`` sets (none for a plain one)."""
     return PRESET_SPECS.get(arch, NO_SPECS)
+
+
+#: The model arguments that size what attention specs are checked against.
+SIZE_DESTS = tuple(f"{side}_{name}" for side in ("encoder", "decoder")
+                   for name in ("layers", "attention_heads", "embed_dim"))  # fmt: skip
+
+
+def arch_stacks(arch: str, args: Sequence[str] = ()) -> tuple[Stack, Stack | None]:
+    """The encoder and decoder sizes (decoder None: an encoder-only model) of ``--arch arch``
+    with the size flags among ``args`` (the last of each wins; other arguments are ignored):
+    the architecture's own function fills in the rest, as at a model build. No fairseq
+    parser, no data path."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for dest in SIZE_DESTS:
+        parser.add_argument("--" + dest.replace("_", "-"), dest=dest, type=int)
+    given, _ = parser.parse_known_args(list(args))
+    ns = argparse.Namespace(**{k: v for k, v in vars(given).items() if v is not None})
+    ARCH_CONFIG_REGISTRY[arch](ns)
+    decoder = stack(ns, "decoder") if getattr(ns, "decoder_layers", None) else None
+    return stack(ns, "encoder"), decoder
 
 
 def default_specs(args: Any, specs: AttentionSpecs = NO_SPECS) -> None:

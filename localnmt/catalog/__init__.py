@@ -3,10 +3,13 @@
 Each paper has one YAML file in ``configs/`` (``configs/<paper>.yaml``, read and checked by
 :mod:`localnmt.catalog.files`) whose ``rows`` become :class:`CatalogRow`; :func:`all_rows`
 collects them in :data:`PAPERS` order. ``python -m localnmt.catalog`` prints them (``--json``
-for scripts). A row is an architecture, its attention specs (:class:`~localnmt.attention.
-attention_specs.AttentionSpecs`, parsed and checked when the row is read: a bad spec is an error
-naming the file and the row) and other model arguments, trained and scored on one task (:mod:`localnmt.catalog.tasks`: language pair or benchmark, its data-prep command and
-scoring). A table with several columns (language pairs) has one row per column and model.
+for scripts). A row is an architecture, its attention specs
+(:class:`~localnmt.attention.attention_specs.AttentionSpecs`, parsed when the row is read: a bad
+spec is an error naming the file and the row) and other model arguments, trained and scored on
+one task (:mod:`localnmt.catalog.tasks`: language pair or benchmark, its data-prep command and
+scoring). A table with several columns (language pairs) has one row per column and model. The
+config files keep fairseq's spelling (``args: [--cross-attn-modifiers, 'gmm[k=2]']``); the row
+turns it into typed specs on load and back into flags (:attr:`CatalogRow.args`) at the edge.
 """
 
 from __future__ import annotations

@@ -97,8 +97,8 @@ def item_types(cls: type, name: str) -> tuple[type, ...] | None:
     hint = _hints(cls)[name]
     for arg in typing.get_args(hint) if _is_union(hint) else (hint,):
         if typing.get_origin(arg) in (list, tuple):
-            inner = [a for a in typing.get_args(arg) if a is not Ellipsis]
-            return tuple(inner) or None
+            inner = [typing.get_origin(a) or a for a in typing.get_args(arg) if a is not Ellipsis]
+            return tuple(dict.fromkeys(inner)) or None
     return None
 
 

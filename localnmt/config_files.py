@@ -9,13 +9,18 @@ top-level ``configs/`` beside the package. ``LOCALNMT_CONFIGS=DIR`` points at an
 
 Every mapping of a file is checked against a :class:`Key` schema: an unknown key, a missing
 required key or a value of the wrong type is one :class:`ConfigError` naming the file and the
-key (``configs/yang2018.yaml: rows[3] (Table 1 / Fixed): unknown key 'argz' ...``).
+key (``configs/yang2018.yaml: rows[3] (Table 1 / Fixed): unknown key 'argz' ...``). A mapping
+that becomes a dataclass takes its schema from the dataclass (:func:`keys_of`: the fields'
+annotations and :mod:`localnmt.fields` declarations, the ones command lines and spec options
+read too).
 
-This module imports only the standard library, PyYAML and :mod:`localnmt.errors`.
+This module imports only the standard library, PyYAML, :mod:`localnmt.errors` and
+:mod:`localnmt.fields`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -26,9 +31,10 @@ from typing import Any
 
 import yaml
 
+from localnmt import fields
 from localnmt.errors import ConfigError
 
-__all__ = ["ConfigError", "Key", "check", "config_dir", "read_yaml"]
+__all__ = ["ConfigError", "Key", "check", "config_dir", "keys_of", "read_yaml"]
 
 ENV_VAR = "LOCALNMT_CONFIGS"
 
@@ -56,6 +62,40 @@ class Key:
     items: type | tuple[type, ...] | None = None
     #: allowed values (None: any value of the right type)
     choices: tuple[Any, ...] | None = None
+
+
+def _yaml_types(kinds: tuple[type, ...]) -> tuple[type, ...]:
+    """A tuple field is a YAML list; ``Any`` admits anything."""
+    out = tuple(dict.fromkeys(list if k is tuple else k for k in kinds))
+    return (object,) if object in out else out
+
+
+def _one(types: tuple[type, ...]) -> type | tuple[type, ...]:
+    return types[0] if len(types) == 1 else types
+
+
+def keys_of(cls: type, *, exclude: tuple[str, ...] = ()) -> dict[str, Key]:
+    """The schema of the mappings that become dataclass ``cls``: a key per field (but
+    ``exclude``), typed by its annotation (``tuple[int, ...]`` is a list of integers), required
+    where the field has no default, with the choices and list item type of its
+    :func:`localnmt.fields.field` declaration."""
+    keys: dict[str, Key] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in exclude:
+            continue
+        info = fields.info_of(f) or fields.FieldInfo()
+        given = info.items or fields.item_types(cls, f.name)
+        items = (
+            None if given is None else _yaml_types(given if isinstance(given, tuple) else (given,))
+        )
+        types = _yaml_types(fields.types_of(cls, f.name))
+        keys[f.name] = Key(
+            _one(types),
+            required=f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            items=None if items is None else _one(items),
+            choices=info.choices,
+        )
+    return keys
 
 
 def config_dir() -> Path:
@@ -102,6 +142,8 @@ def _type_names(types: type | tuple[type, ...]) -> str:
 
 def _is(value: Any, types: type | tuple[type, ...]) -> bool:
     types = types if isinstance(types, tuple) else (types,)
+    if object in types:
+        return True
     if isinstance(value, bool):  # YAML true/false is no number
         return bool in types
     if isinstance(value, int) and float in types:

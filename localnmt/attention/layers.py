@@ -28,10 +28,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from localnmt.attention.attention_specs import SiteSpec, parse_site
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.multihead_parameters import IncrementalState
 from localnmt.attention.pipeline import LocalAttention
-from localnmt.attention.spec import build_modifiers, check_spec, parse_spec
+from localnmt.attention.spec import build_modifiers, check_spec
 
 __all__ = [
     "LocalCrossAttention",
@@ -47,7 +48,7 @@ def build_attention(
     kind: str,
     embed_dim: int,
     num_heads: int,
-    spec: str = "",
+    spec: str | SiteSpec = "",
     *,
     layer: int = 0,
     num_layers: int = 1,
@@ -59,8 +60,9 @@ def build_attention(
 ) -> LocalAttention:
     """A :class:`LocalAttention` at site ``kind`` (``encoder_self``, ``decoder_self`` or
     ``cross``) of 0-based ``layer``, with the methods ``spec`` gives that layer (checked
-    first: one :class:`~localnmt.attention.modifier.SpecError` saying what to fix)."""
-    specs = parse_spec(spec)
+    first: one :class:`~localnmt.attention.modifier.SpecError` saying what to fix); ``spec``
+    is a string or an already parsed :class:`SiteSpec`."""
+    specs = list((spec if isinstance(spec, SiteSpec) else parse_site(spec)).items)
     check_spec(specs, kind, num_layers, num_heads)
     site = AttentionSite(kind, layer, num_layers, embed_dim, num_heads, max_positions)
     return LocalAttention(

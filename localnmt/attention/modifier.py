@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from localnmt import fields
 from localnmt.attention.context import (
     AffinePost,
     AttentionContext,
@@ -191,50 +192,31 @@ def get_modifier(name: str) -> type[AttentionModifier]:
         ) from None
 
 
-def _coerce(value: str, typ: Any, key: str, method: str) -> Any:
-    """Turn the string of a spec option into the declared field type."""
-    typ_name = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
-    typ_name = typ_name.replace(" ", "")
-    try:
-        if typ_name in ("bool",):
-            low = value.lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if typ_name in ("int",):
-            return int(value)
-        if typ_name in ("float",):
-            return float(value)
-        if typ_name in ("int|None", "None|int", "Optional[int]"):
-            return None if value.lower() == "none" else int(value)
-        if typ_name in ("float|None", "None|float", "Optional[float]"):
-            return None if value.lower() == "none" else float(value)
-        return value
-    except ValueError:
-        raise SpecError(
-            f"option '{key}' of method '{method}' expects {typ_name}, got '{value}'"
-        ) from None
-
-
 def build_options(cls: type[AttentionModifier], raw: dict[str, str]) -> Any:
-    """Options dataclass of ``cls`` from string values, with choices checked."""
-    fields = {f.name: f for f in dataclasses.fields(cls.Options)}
+    """Options dataclass of ``cls`` from string values: each parsed by its field's annotated
+    type, with its choices checked (:mod:`localnmt.fields`)."""
+    known = {f.name: f for f in dataclasses.fields(cls.Options)}
     values: dict[str, Any] = {}
     for key, value in raw.items():
-        if key not in fields:
-            valid = ", ".join(["layers", "heads", *fields]) or "layers, heads"
+        if key not in known:
+            valid = ", ".join(["layers", "heads", *known]) or "layers, heads"
             raise SpecError(f"unknown option '{key}' for method '{cls.name}' (valid: {valid})")
-        f = fields[key]
-        coerced = _coerce(value, f.type, key, cls.name)
-        choices = f.metadata.get("choices")
-        if choices is not None and coerced not in choices:
+        kinds = fields.types_of(cls.Options, key)
+        try:
+            parsed = fields.parse_text(value, kinds)
+        except ValueError:
+            raise SpecError(
+                f"option '{key}' of method '{cls.name}' expects {fields.type_name(kinds)}, "
+                f"got '{value}'"
+            ) from None
+        info = fields.info_of(known[key])
+        choices = None if info is None else info.choices
+        if choices is not None and parsed not in choices:
             raise SpecError(
                 f"option '{key}' of method '{cls.name}' must be one of "
                 f"{', '.join(map(str, choices))}, got '{value}'"
             )
-        values[key] = coerced
+        values[key] = parsed
     return cls.Options(**values)
 
 
@@ -254,8 +236,9 @@ def check_positions(
 
 
 def option(default: Any, help: str = "", choices: tuple | None = None) -> Any:
-    """Declare an option field: ``window: str = option("query", choices=(...))``."""
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+    """Declare an option field: ``window: str = option("query", choices=(...))`` (a
+    :func:`localnmt.fields.field`: its annotation is the type spec text is parsed to)."""
+    return fields.field(default, help=help, choices=choices)
 
 
 def apply_head_selection(

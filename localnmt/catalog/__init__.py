@@ -3,18 +3,25 @@
 Each paper has one YAML file in ``configs/`` (``configs/<paper>.yaml``, read and checked by
 :mod:`localnmt.catalog.files`) whose ``rows`` become :class:`CatalogRow`; :func:`all_rows`
 collects them in :data:`PAPERS` order. ``python -m localnmt.catalog`` prints them (``--json``
-for scripts). A row is an architecture plus extra command-line arguments, trained and scored
-on one task (:mod:`localnmt.catalog.tasks`: language pair or benchmark, its data-prep command and
-scoring). A table with several columns (language pairs) has one row per column and model.
+for scripts). A row is an architecture, its attention specs
+(:class:`~localnmt.attention.attention_specs.AttentionSpecs`, parsed when the row is read: a bad
+spec is an error naming the file and the row) and other model arguments, trained and scored on
+one task (:mod:`localnmt.catalog.tasks`: language pair or benchmark, its data-prep command and
+scoring). A table with several columns (language pairs) has one row per column and model. The
+config files keep fairseq's spelling (``args: [--cross-attn-modifiers, 'gmm[k=2]']``); the row
+turns it into typed specs on load and back into flags (:attr:`CatalogRow.args`) at the edge.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
+from localnmt.attention.attention_specs import AttentionSpecs
 from localnmt.catalog.tasks import DEFAULT_TASK, TASKS
 from localnmt.config_files import ConfigError
 
@@ -45,7 +52,10 @@ class CatalogRow:
     row: str  # the row label as printed in the paper
     size: str  # "base" or "big"
     arch: str
-    args: tuple[str, ...] = ()
+    #: the attention specs the row sets over its arch's (its ``--*-attn-modifiers``)
+    attention: AttentionSpecs = AttentionSpecs()
+    #: the row's other model arguments (fairseq flags, e.g. ``--encoder-attention-heads 1``)
+    model_args: tuple[str, ...] = ()
     #: parameter count the paper prints for this row (None when it prints none)
     paper_params: float | None = None
     note: str = ""
@@ -74,22 +84,39 @@ class CatalogRow:
             name = make_name(self.paper, self.table, self.row, self.size, self.task)
             object.__setattr__(self, "name", name)
 
+    @property
+    def args(self) -> tuple[str, ...]:
+        """The row's fairseq model arguments: its attention specs' flags, then the others."""
+        return (*self.attention.to_fairseq_args(), *self.model_args)
+
+    @classmethod
+    def from_args(cls, args: Any = (), **values: Any) -> CatalogRow:
+        """A row from fairseq-style ``args`` (a config file's ``args:``): the attention
+        flags become its typed :attr:`attention`, the rest :attr:`model_args`."""
+        attention, rest = AttentionSpecs.from_fairseq_args(tuple(args or ()))
+        return cls(attention=attention, model_args=rest, **values)
+
     def to_json(self) -> dict:
         """The row as ``python -m localnmt.catalog --json`` prints it (without ``params``)."""
-        out = asdict(self)
-        out["args"] = list(self.args)
-        out["train_args"] = list(self.train_args)
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "attention":
+                continue
+            if f.name == "model_args":
+                out["args"] = list(self.args)
+            else:
+                value = getattr(self, f.name)
+                out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 
     @classmethod
-    def from_json(cls, item: dict) -> CatalogRow:
+    def from_json(cls, item: Mapping[str, Any]) -> CatalogRow:
         """A row of ``python -m localnmt.catalog --json`` (its ``params`` count is dropped:
         :func:`localnmt.catalog.params.count_parameters` counts when asked)."""
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"attention", "model_args"}
         values = {k: v for k, v in item.items() if k in known}
-        for key in ("args", "train_args"):
-            values[key] = tuple(values.get(key) or ())
-        return cls(**values)
+        values["train_args"] = tuple(values.get("train_args") or ())
+        return cls.from_args(item.get("args"), **values)
 
 
 def slug(text: str) -> str:
@@ -111,7 +138,7 @@ def paper_rows(paper: str) -> list[CatalogRow]:
     rows = []
     for i, item in enumerate(paper_data(paper)["rows"]):
         try:
-            rows.append(CatalogRow(paper=paper, **item))
+            rows.append(CatalogRow.from_args(paper=paper, **item))
         except ValueError as err:
             where = f"{paper_files()[paper]}: rows[{i}] ({item['table']} / {item['row']})"
             raise ConfigError(f"{where}: {err}") from None

@@ -13,7 +13,8 @@ from typing import Any
 
 from fairseq.models import register_model_architecture
 
-from localnmt.fairseq_plugin.architectures import MODEL, default_specs, localnmt_base
+from localnmt.attention.attention_specs import AttentionSpecs
+from localnmt.fairseq_plugin.architectures import MODEL, PRESET_SPECS, default_specs, localnmt_base
 
 #: "All masks used once and identity mask repeated twice" (configs d, e, f, i, j, k, l).
 ALL_MASKS = "prev1;prev2;next1;next2;band1;band2;identity;identity"
@@ -27,16 +28,16 @@ PAIRS_G = "identity;band2;identity;band2;identity;band2;identity;band2"
 QUADS_H = "identity;band2;prev1;next1;identity;band2;prev1;next1"
 
 
-def local(masks: str, layers: str = "all", groups: int | None = None) -> str:
+def local(masks: str, layers: str = "all", groups: int | None = None) -> AttentionSpecs:
     """Encoder spec: post-softmax masks (eq. 9), optionally with Wq/Wk tied in groups."""
     spec = f"local_heads[layers={layers},masks={masks}]"
     if groups is not None:
         spec += f" + tied_qk[layers={layers},groups={groups}]"
-    return spec
+    return AttentionSpecs.parse(encoder_self=spec)
 
 
-#: arch name → (encoder spec, --encoder-tie-attn-layers)
-PANDE2021_ARCHS: dict[str, tuple[str, str | None]] = {
+#: arch name → (attention specs, --encoder-tie-attn-layers)
+PANDE2021_ARCHS: dict[str, tuple[AttentionSpecs, str | None]] = {
     "pande2021_2lochead_all6": (local(TWO_LOCAL), None),  # b
     "pande2021_4lochead_all6": (local(FOUR_LOCAL), None),  # c
     "pande2021_8lochead_first3": (local(ALL_MASKS, "1-3"), None),  # d
@@ -51,14 +52,15 @@ PANDE2021_ARCHS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def _preset(encoder: str, tie: str | None):
+def _preset(specs: AttentionSpecs, tie: str | None):
     def arch(args: Any) -> None:
-        default_specs(args, encoder=encoder)
+        default_specs(args, specs)
         args.encoder_tie_attn_layers = getattr(args, "encoder_tie_attn_layers", tie)
         localnmt_base(args)
 
     return arch
 
 
-for _name, (_spec, _tie) in PANDE2021_ARCHS.items():
-    register_model_architecture(MODEL, _name)(_preset(_spec, _tie))
+for _name, (_specs, _tie) in PANDE2021_ARCHS.items():
+    register_model_architecture(MODEL, _name)(_preset(_specs, _tie))
+    PRESET_SPECS[_name] = _specs

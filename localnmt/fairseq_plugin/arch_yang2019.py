@@ -13,7 +13,14 @@ from typing import Any
 
 from fairseq.models import register_model_architecture
 
-from localnmt.fairseq_plugin.architectures import MODEL, default_specs, localnmt_base, localnmt_big
+from localnmt.attention.attention_specs import AttentionSpecs
+from localnmt.fairseq_plugin.architectures import (
+    MODEL,
+    PRESET_SPECS,
+    default_specs,
+    localnmt_base,
+    localnmt_big,
+)
 
 LOWER = "layers=1-3"
 #: encoder spec (or CNN flags) of each method, all on encoder layers 1–3
@@ -38,9 +45,9 @@ def _cnn_defaults(args: Any) -> None:
     args.encoder_cnn_type = getattr(args, "encoder_cnn_type", "standard")
 
 
-def _preset(method: str, base: Callable[[Any], None]) -> Callable[[Any], None]:
+def _preset(method: str, specs: AttentionSpecs, base: Callable[[Any], None]):
     def arch(args: Any) -> None:
-        default_specs(args, encoder=ENCODER_SPECS[method])
+        default_specs(args, specs)
         if method == "cnns":
             _cnn_defaults(args)
         base(args)
@@ -52,4 +59,6 @@ def _preset(method: str, base: Callable[[Any], None]) -> Callable[[Any], None]:
 for _method in ENCODER_SPECS:
     for _size, _base in (("base", localnmt_base), ("big", localnmt_big)):
         _name = f"yang2019_{_method}_{_size}"
-        register_model_architecture(MODEL, _name)(_preset(_method, _base))
+        _specs = AttentionSpecs.parse(encoder_self=ENCODER_SPECS[_method])
+        register_model_architecture(MODEL, _name)(_preset(_method, _specs, _base))
+        PRESET_SPECS[_name] = _specs

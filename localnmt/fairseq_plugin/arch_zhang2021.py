@@ -7,11 +7,19 @@ that pass a spec with options, e.g. ``gmm[k=2]`` or ``gmm[layers=5-6]``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fairseq.models import register_model_architecture
 
-from localnmt.fairseq_plugin.architectures import MODEL, default_specs, localnmt_base, localnmt_big
+from localnmt.attention.attention_specs import AttentionSpecs
+from localnmt.fairseq_plugin.architectures import (
+    MODEL,
+    PRESET_SPECS,
+    default_specs,
+    localnmt_base,
+    localnmt_big,
+)
 
 #: Cross-attention specs of the Table 2 systems.
 SPECS = {
@@ -23,22 +31,17 @@ SPECS = {
 }
 
 
-def _base(spec: str):
+def _preset(name: str, spec: str, base: Callable[[Any], None]) -> None:
+    specs = AttentionSpecs.parse(cross=spec)
+
     def arch(args: Any) -> None:
-        default_specs(args, cross=spec)
-        localnmt_base(args)
+        default_specs(args, specs)
+        base(args)
 
-    return arch
-
-
-def _big(spec: str):
-    def arch(args: Any) -> None:
-        default_specs(args, cross=spec)
-        localnmt_big(args)
-
-    return arch
+    register_model_architecture(MODEL, name)(arch)
+    PRESET_SPECS[name] = specs
 
 
 for _name, _spec in SPECS.items():
-    register_model_architecture(MODEL, f"zhang2021_{_name}_base")(_base(_spec))
-register_model_architecture(MODEL, "zhang2021_gmm_big")(_big(SPECS["gmm"]))
+    _preset(f"zhang2021_{_name}_base", _spec, localnmt_base)
+_preset("zhang2021_gmm_big", SPECS["gmm"], localnmt_big)

@@ -35,15 +35,15 @@ from fairseq.models.roberta.model import (
 from fairseq.models.transformer import TransformerConfig
 from fairseq.utils import safe_hasattr
 
+from localnmt.attention.attention_specs import AttentionSpecs, SiteSpec
 from localnmt.attention.modifier import SpecError, modifier_names
-from localnmt.attention.spec import parse_spec
 from localnmt.fairseq_plugin import extensions
+from localnmt.fairseq_plugin.architectures import PRESET_SPECS, default_specs
 from localnmt.fairseq_plugin.transformer import (
     LocalTransformerEncoder,
-    SiteSpecs,
     _spec_type,
-    building_with,
     check_site_specs,
+    site_spec,
 )
 
 MODEL = "localnmt_roberta"
@@ -60,12 +60,12 @@ class LocalRobertaEncoder(RobertaEncoder):
         return encoder
 
 
-def check_encoder_spec(args: Any) -> SiteSpecs:
-    """The encoder spec, parsed once, against the layer and head counts and every layer's
-    site (decoder flags do not apply); returns it for the build."""
-    specs = parse_spec(getattr(args, "encoder_attn_modifiers", None))
-    check_site_specs(args, "encoder_self", specs)
-    return {"encoder_self": specs}
+def check_encoder_spec(args: Any) -> SiteSpec:
+    """The encoder spec against the layer and head counts and every layer's site (decoder
+    flags do not apply); returns it."""
+    spec = site_spec(args, "encoder_self")
+    check_site_specs(args, "encoder_self", spec)
+    return spec
 
 
 @register_model(MODEL)
@@ -93,38 +93,42 @@ class LocalRobertaModel(RobertaModel):
             args.max_positions = args.tokens_per_sample
         args.encoder_attn_modifiers = getattr(args, "encoder_attn_modifiers", None)
         try:
-            specs = check_encoder_spec(args)
+            check_encoder_spec(args)  # parsed here once; the layers reuse the parse
         except SpecError as err:
             print(f"fairseq: error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
-        with building_with(specs):
-            model = cls(args, LocalRobertaEncoder(args, task.source_dictionary))
+        model = cls(args, LocalRobertaEncoder(args, task.source_dictionary))
         extensions.run_build_hooks(model, args)
         return model
 
 
-def _preset(spec: str | None, tie: str | None):
+def _preset(specs: AttentionSpecs, tie: str | None):
     def arch(args: Any) -> None:
-        args.encoder_attn_modifiers = getattr(args, "encoder_attn_modifiers", spec)
+        default_specs(args, specs)
         args.encoder_tie_attn_layers = getattr(args, "encoder_tie_attn_layers", tie)
         roberta_base_architecture(args)
 
     return arch
 
 
-def _band6_tied(layers: str) -> str:
-    return f"local_heads[masks=band6*12] + tied_qk[layers={layers},groups=1]"
+def _band6_tied(layers: str) -> AttentionSpecs:
+    return _encoder(f"local_heads[masks=band6*12] + tied_qk[layers={layers},groups=1]")
 
 
-#: arch → (encoder spec, --encoder-tie-attn-layers); Table 4 rows.
-PANDE2021_BERT_ARCHS: dict[str, tuple[str | None, str | None]] = {
-    "localnmt_roberta_base": (None, None),
-    "pande2021_bert_band2_untied": ("local_heads[masks=band2*12]", None),
-    "pande2021_bert_band6_untied": ("local_heads[masks=band6*12]", None),
+def _encoder(spec: str | None) -> AttentionSpecs:
+    return AttentionSpecs.parse(encoder_self=spec)
+
+
+#: arch → (attention specs, --encoder-tie-attn-layers); Table 4 rows.
+PANDE2021_BERT_ARCHS: dict[str, tuple[AttentionSpecs, str | None]] = {
+    "localnmt_roberta_base": (_encoder(None), None),
+    "pande2021_bert_band2_untied": (_encoder("local_heads[masks=band2*12]"), None),
+    "pande2021_bert_band6_untied": (_encoder("local_heads[masks=band6*12]"), None),
     "pande2021_bert_band6_alltied": (_band6_tied("all"), "all"),
     "pande2021_bert_band6_132tied": (_band6_tied("1-11"), "1-11"),
     "pande2021_bert_band6_120tied": (_band6_tied("1-10"), "1-10"),
 }
 
-for _name, (_spec, _tie) in PANDE2021_BERT_ARCHS.items():
-    register_model_architecture(MODEL, _name)(_preset(_spec, _tie))
+for _name, (_specs, _tie) in PANDE2021_BERT_ARCHS.items():
+    register_model_architecture(MODEL, _name)(_preset(_specs, _tie))
+    PRESET_SPECS[_name] = _specs

@@ -13,11 +13,8 @@ With no spec the model is fairseq's ``transformer`` (same parameter names, same 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import sys
-from collections.abc import Iterator
-from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -36,59 +33,33 @@ from fairseq.modules.transformer_layer import (
 from torch import Tensor
 
 from localnmt.attention import shared_source
+from localnmt.attention.attention_specs import (
+    FAIRSEQ_DESTS,
+    AttentionSpecs,
+    SiteSpec,
+    Stack,
+    check_site,
+    parse_site,
+    side_of,
+)
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.modifier import SpecError, modifier_names
 from localnmt.attention.pipeline import LocalAttention
-from localnmt.attention.spec import (
-    ModifierSpec,
-    build_modifiers,
-    check_spec,
-    parse_spec,
-    validate_specs,
-)
+from localnmt.attention.spec import build_modifiers
 from localnmt.fairseq_plugin import extensions
 
-SPEC_FLAGS = {
-    "encoder_self": "encoder_attn_modifiers",
-    "decoder_self": "decoder_attn_modifiers",
-    "cross": "cross_attn_modifiers",
-}
+#: fairseq's argument name of each site's spec (``--encoder-attn-modifiers`` ...).
+SPEC_FLAGS = FAIRSEQ_DESTS
 
 
 def _spec_type(text: str) -> str:
-    """argparse ``type=``: reject a bad spec at parse time, with what to fix."""
+    """argparse ``type=``: reject a bad spec at parse time, with what to fix (the parse is
+    the one the model build uses: :func:`parse_site` keeps it)."""
     try:
-        parse_spec(text)
+        parse_site(text)
     except SpecError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return text
-
-
-#: Parsed specs per site, in ``{kind: [ModifierSpec]}``.
-SiteSpecs = dict[str, list[ModifierSpec]]
-
-#: The specs of the model being built (set by ``build_model`` around fairseq's build, read by
-#: ``build_encoder`` / ``build_decoder``): each site's string is parsed once per model.
-_BUILD_SPECS: ContextVar[SiteSpecs | None] = ContextVar("localnmt_build_specs", default=None)
-
-
-def site_specs(cfg: Any, kind: str) -> list[ModifierSpec]:
-    """The parsed spec of one site: the model build's own when one is running, else parsed
-    from ``cfg``'s flag."""
-    building = _BUILD_SPECS.get()
-    if building is not None and kind in building:
-        return building[kind]
-    return parse_spec(getattr(cfg, SPEC_FLAGS[kind], None))
-
-
-@contextlib.contextmanager
-def building_with(specs: SiteSpecs) -> Iterator[None]:
-    """Make ``specs`` the parsed specs of the model built inside the block."""
-    token = _BUILD_SPECS.set(specs)
-    try:
-        yield
-    finally:
-        _BUILD_SPECS.reset(token)
 
 
 def _size(cfg: Any, side: str, name: str) -> int:
@@ -99,44 +70,39 @@ def _size(cfg: Any, side: str, name: str) -> int:
     return int(getattr(cfg, f"{side}_{name}"))
 
 
-def check_site_specs(cfg: Any, kind: str, specs: list[ModifierSpec]) -> None:
+def stack(cfg: Any, side: str) -> Stack:
+    """The sizes of ``side`` (``encoder`` or ``decoder``) of the model ``cfg`` describes."""
+    positions = "max_source_positions" if side == "encoder" else "max_target_positions"
+    return Stack(
+        layers=_size(cfg, side, "layers"),
+        heads=_size(cfg, side, "attention_heads"),
+        embed_dim=_size(cfg, side, "embed_dim"),
+        max_positions=int(getattr(cfg, positions, None) or 1024),
+    )
+
+
+def site_spec(cfg: Any, kind: str) -> SiteSpec:
+    """The parsed spec of one site of ``cfg`` (parsed once per string: :func:`parse_site`)."""
+    return parse_site(getattr(cfg, SPEC_FLAGS[kind], None))
+
+
+def check_site_specs(cfg: Any, kind: str, spec: SiteSpec) -> None:
     """One site's parsed spec against the model's sizes and every layer's site (no module
     is built)."""
-    side = "encoder" if kind == "encoder_self" else "decoder"
-    layers, heads, dim = (_size(cfg, side, n) for n in ("layers", "attention_heads", "embed_dim"))
-    if dim % heads:
-        raise SpecError(f"{kind} attention: embedding dim {dim} is not divisible by {heads} heads")
-    check_spec(specs, kind, layers, heads)
-    for layer in range(layers):
-        validate_specs(specs, _site(cfg, kind, layer))
+    check_site(spec, kind, stack(cfg, side_of(kind)))
 
 
-def check_model_specs(cfg: Any) -> SiteSpecs:
-    """All three specs, each parsed once, checked against the model's layer and head counts
-    and every layer's site; returns them for the build."""
-    specs = {kind: parse_spec(getattr(cfg, flag, None)) for kind, flag in SPEC_FLAGS.items()}
-    for kind, parsed in specs.items():
-        check_site_specs(cfg, kind, parsed)
+def check_model_specs(cfg: Any) -> AttentionSpecs:
+    """All three specs of ``cfg``, checked against the model's layer and head counts and every
+    layer's site; returns them."""
+    specs = AttentionSpecs.from_namespace(cfg)
+    specs.check(stack(cfg, "encoder"), stack(cfg, "decoder"))
     return specs
 
 
 def layer_sites(cfg: Any, kind: str) -> list[AttentionSite]:
     """Every layer's site of ``kind`` in the model ``cfg`` describes."""
-    side = "encoder" if kind == "encoder_self" else "decoder"
-    return [_site(cfg, kind, layer) for layer in range(_size(cfg, side, "layers"))]
-
-
-def _site(cfg: Any, kind: str, layer: int) -> AttentionSite:
-    side = "encoder" if kind == "encoder_self" else "decoder"
-    positions = "max_source_positions" if side == "encoder" else "max_target_positions"
-    return AttentionSite(
-        kind,
-        layer,
-        num_layers=_size(cfg, side, "layers"),
-        embed_dim=_size(cfg, side, "embed_dim"),
-        num_heads=_size(cfg, side, "attention_heads"),
-        max_positions=int(getattr(cfg, positions, None) or 1024),
-    )
+    return stack(cfg, side_of(kind)).sites(kind)
 
 
 def _wrap(layer: Any, cfg: Any, side: str, index: int) -> Any:
@@ -149,17 +115,16 @@ def _wrap(layer: Any, cfg: Any, side: str, index: int) -> Any:
 
 
 def _pipeline_attention(
-    layer: Any, cfg: Any, kind: str, specs: list[ModifierSpec], embed_dim: int, **kwargs: Any
+    layer: Any, cfg: Any, kind: str, spec: SiteSpec, embed_dim: int, **kwargs: Any
 ) -> Any:
     """The LocalAttention of ``layer`` at ``kind``, with the modifiers its parsed spec gives
     it."""
-    site = _site(cfg, kind, layer.layer_index)
-    heads = cfg.encoder.attention_heads if kind == "encoder_self" else cfg.decoder.attention_heads
+    site = stack(cfg, side_of(kind)).site(kind, layer.layer_index)
     attention = LocalAttention(
         embed_dim,
-        heads,
+        site.num_heads,
         site=site,
-        modifiers=build_modifiers(specs, site),
+        modifiers=build_modifiers(list(spec.items), site),
         dropout=cfg.attention_dropout,
         **kwargs,
     )
@@ -172,21 +137,23 @@ def _pipeline_attention(
 class LocalEncoderLayer(TransformerEncoderLayerBase):
     """fairseq's encoder layer with a pipeline self-attention."""
 
-    def __init__(self, cfg: Any, layer_index: int, specs: SiteSpecs, return_fc: bool = False):
+    def __init__(self, cfg: Any, layer_index: int, spec: SiteSpec, return_fc: bool = False):
         self.layer_index = layer_index
-        self._specs = specs
+        self._spec = spec
         super().__init__(cfg, return_fc=return_fc)
 
     def build_self_attention(self, embed_dim: int, cfg: Any) -> LocalAttention:
         return _pipeline_attention(
-            self, cfg, "encoder_self", self._specs["encoder_self"], embed_dim, self_attention=True
+            self, cfg, "encoder_self", self._spec, embed_dim, self_attention=True
         )
 
 
 class LocalDecoderLayer(TransformerDecoderLayerBase):
     """fairseq's decoder layer with pipeline self- and cross-attention."""
 
-    def __init__(self, cfg: Any, layer_index: int, specs: SiteSpecs, no_encoder_attn: bool = False):
+    def __init__(
+        self, cfg: Any, layer_index: int, specs: AttentionSpecs, no_encoder_attn: bool = False
+    ):
         self.layer_index = layer_index
         self._specs = specs
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
@@ -198,7 +165,7 @@ class LocalDecoderLayer(TransformerDecoderLayerBase):
             self,
             cfg,
             "decoder_self",
-            self._specs["decoder_self"],
+            self._specs.site("decoder_self"),
             embed_dim,
             add_bias_kv=add_bias_kv,
             add_zero_attn=add_zero_attn,
@@ -210,7 +177,7 @@ class LocalDecoderLayer(TransformerDecoderLayerBase):
             self,
             cfg,
             "cross",
-            self._specs["cross"],
+            self._specs.site("cross"),
             embed_dim,
             kdim=cfg.encoder.embed_dim,
             vdim=cfg.encoder.embed_dim,
@@ -219,27 +186,27 @@ class LocalDecoderLayer(TransformerDecoderLayerBase):
 
 
 class LocalTransformerEncoder(TransformerEncoderBase):
-    """fairseq's encoder built from :class:`LocalEncoderLayer`; the encoder spec is parsed
-    once here (or taken from the running model build) and shared by every layer."""
+    """fairseq's encoder built from :class:`LocalEncoderLayer`; every layer shares the one
+    parse of the encoder spec."""
 
     def __init__(self, cfg: Any, dictionary: Any, embed_tokens: Any, return_fc: bool = False):
         self._layer_counter = itertools.count()
-        self._specs = {"encoder_self": site_specs(cfg, "encoder_self")}
+        self._spec = site_spec(cfg, "encoder_self")
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
 
     def build_encoder_layer(self, cfg: Any) -> Any:
         index = next(self._layer_counter)
-        layer = LocalEncoderLayer(cfg, index, self._specs, return_fc=self.return_fc)
+        layer = LocalEncoderLayer(cfg, index, self._spec, return_fc=self.return_fc)
         return _wrap(layer, cfg, "encoder", index)
 
 
 class LocalTransformerDecoder(TransformerDecoderBase):
-    """fairseq's decoder built from :class:`LocalDecoderLayer`; both decoder specs are parsed
-    once here (or taken from the running model build) and shared by every layer."""
+    """fairseq's decoder built from :class:`LocalDecoderLayer`; every layer shares the one
+    parse of each decoder spec."""
 
     def __init__(self, cfg: Any, dictionary: Any, embed_tokens: Any, **kwargs: Any):
         self._layer_counter = itertools.count()
-        self._specs = {kind: site_specs(cfg, kind) for kind in ("decoder_self", "cross")}
+        self._specs = AttentionSpecs.from_namespace(cfg)
         super().__init__(cfg, dictionary, embed_tokens, **kwargs)
 
     def build_decoder_layer(self, cfg: Any, no_encoder_attn: bool = False) -> Any:
@@ -309,12 +276,11 @@ class LocalTransformerModel(TransformerModel):
             if not hasattr(args, dest):
                 setattr(args, dest, None)
         try:
-            specs = check_model_specs(args)
+            check_model_specs(args)  # parsed here once; the layers reuse the parse
         except SpecError as err:
             print(f"fairseq: error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
-        with building_with(specs):
-            model = super().build_model(args, task)
+        model = super().build_model(args, task)
         extensions.run_build_hooks(model, args)
         return model
 

@@ -17,10 +17,11 @@ from typing import Any
 
 from torch import nn
 
+from localnmt.attention.attention_specs import AttentionSpecs, SiteSpec
 from localnmt.attention.layers import build_attention
 from localnmt.attention.modifier import SpecError
 from localnmt.attention.pipeline import LocalAttention
-from localnmt.attention.spec import check_spec, parse_spec
+from localnmt.attention.spec import check_spec
 from localnmt.errors import CheckpointError
 from localnmt.hf.attention import NAME, register, remember_call
 from localnmt.hf.sites import SITES, HFSite, attention_sites
@@ -47,27 +48,27 @@ def apply(
     ):
         raise SpecError("localnmt.hf.apply: this model already has localnmt methods; build a "
                         "fresh model (or load it with localnmt.hf.from_pretrained)")  # fmt: skip
-    specs = {"encoder_self": encoder_self, "decoder_self": decoder_self, "cross": cross}
+    specs = AttentionSpecs.parse(encoder_self, decoder_self, cross)
     sites = attention_sites(model)
-    built = [(site, _build(model, site, specs[site.kind])) for site in sites]
+    built = [(site, _build(model, site, specs.site(site.kind))) for site in sites]
     for site, attention in built:
         if attention is not None:
             _attach(site.module, attention)
-    model.config.localnmt = {kind: specs[kind] or "" for kind in SITES}
+    texts = specs.texts()
+    model.config.localnmt = {kind: texts[kind] for kind in SITES}
     _use_attention_function(model)
     return model
 
 
-def _build(model: nn.Module, site: HFSite, spec: str | None) -> LocalAttention | None:
+def _build(model: nn.Module, site: HFSite, spec: SiteSpec) -> LocalAttention | None:
     """The LocalAttention of one layer, or None where its spec gives it no method."""
-    parsed = parse_spec(spec)
     module = site.module
-    check_spec(parsed, site.kind, site.num_layers, module.num_heads)
-    if not any(s.applies_to(site.layer) for s in parsed):
+    check_spec(list(spec.items), site.kind, site.num_layers, module.num_heads)
+    if not any(s.applies_to(site.layer) for s in spec.items):
         return None
     cross = site.kind == "cross"
     attention = build_attention(
-        site.kind, module.embed_dim, module.num_heads, spec or "", layer=site.layer,
+        site.kind, module.embed_dim, module.num_heads, spec, layer=site.layer,
         num_layers=site.num_layers, max_positions=_max_positions(model),
         dropout=float(getattr(module, "dropout", 0.0)), bias=module.q_proj.bias is not None,
         kdim=module.k_proj.in_features if cross else None,

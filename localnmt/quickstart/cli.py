@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import torch
-from fairseq import options
 
 import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
 from localnmt import locks
@@ -19,7 +18,7 @@ from localnmt.catalog import CatalogRow, load_rows
 from localnmt.data.gettext_corpus import prepare_gettext_pair
 from localnmt.data.layout import raw_file
 from localnmt.errors import UsageError, entry_point
-from localnmt.fairseq_plugin.transformer import check_model_specs
+from localnmt.fairseq_plugin.architectures import arch_stacks, preset_specs
 from localnmt.machine import load_average, machine_summary
 from localnmt.quickstart.calibration import calibrate
 from localnmt.quickstart.report import write_json, write_markdown, write_plot
@@ -28,8 +27,8 @@ from localnmt.quickstart.sizing import BASELINE, Sizing, sizing_for, sizings
 from localnmt.quickstart.training import Schedule, run_system, system_spec
 from localnmt.runs.experiment import TestSet
 from localnmt.runs.generate import infer_langs
-from localnmt.runs.launch import model_args
 from localnmt.runs.layout import RunLayout
+from localnmt.runs.recipes import dim_overrides
 from localnmt.runs.spec import TrainSpec
 
 
@@ -162,13 +161,12 @@ def pick_systems(names: list[str], catalog: list[CatalogRow], sizing: Sizing) ->
 
 
 def fits(row: CatalogRow, sizing: Sizing) -> str | None:
-    """Whether a row's attention specs fit the sizing's layers and heads (None if they do)."""
-    layout = RunLayout.under(Path("/nonexistent"))
-    spec = system_spec(row, sizing, Path("/nonexistent"), layout, cpu=True, max_update=1)
-    parser = options.get_training_parser()
-    ns = options.parse_args_and_arch(parser, ["/nonexistent", *model_args(spec, 0)])
+    """Whether a row's attention specs (over its arch's) fit the model the sizing trains:
+    the recipe's dimensions, then the row's own size flags (None if they do)."""
+    dims = sizing.effective().dims
+    sizes = [*(dim_overrides(*dims) if dims is not None else []), *row.model_args]
     try:
-        check_model_specs(ns)
+        row.attention.over(preset_specs(row.arch)).check(*arch_stacks(row.arch, sizes))
     except SpecError as err:
         return str(err)
     return None

@@ -17,27 +17,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from localnmt import fields
 from localnmt.errors import UsageError
+from localnmt.fields import FieldInfo
 
-_META = "localnmt_option"
-
-
-@dataclasses.dataclass(frozen=True)
-class OptionInfo:
-    """What a field's command-line option looks like."""
-
-    help: str
-    flag: str | None = None  # default: --field-name
-    choices: tuple[Any, ...] | None = None
-    metavar: str | None = None
-    minimum: float | None = None  # smallest allowed value (inclusive)
-    consts: tuple[tuple[str, Any], ...] = ()  # (flag, value) switches sharing the field
-    aliases: tuple[tuple[str, Any], ...] = ()  # extra (flag, value) switches setting the field
+#: What a field's command-line option looks like (the shared field declaration).
+OptionInfo = FieldInfo
 
 
 def option(
@@ -52,17 +41,16 @@ def option(
     aliases: Sequence[tuple[str, Any]] = (),
     default_factory: Any = dataclasses.MISSING,
 ) -> Any:
-    """A dataclass field that is also a command-line option."""
-    info = OptionInfo(help, flag, tuple(choices) if choices is not None else None, metavar,
-                      minimum, tuple(consts), tuple(aliases))  # fmt: skip
-    if default_factory is not dataclasses.MISSING:
-        return dataclasses.field(default_factory=default_factory, metadata={_META: info})
-    return dataclasses.field(default=default, metadata={_META: info})
+    """A dataclass field that is also a command-line option (:func:`localnmt.fields.field`,
+    with the help text required)."""
+    return fields.field(default, help=help, flag=flag, choices=choices, metavar=metavar,
+                        minimum=minimum, consts=consts, aliases=aliases,
+                        default_factory=default_factory)  # fmt: skip
 
 
 def option_fields(spec_cls: type) -> list[tuple[dataclasses.Field, OptionInfo]]:
     """The fields of ``spec_cls`` that are options, in declaration order."""
-    return [(f, f.metadata[_META]) for f in dataclasses.fields(spec_cls) if _META in f.metadata]
+    return fields.declared(spec_cls)
 
 
 def flag_of(spec_cls: type, name: str) -> str:
@@ -74,10 +62,8 @@ def flag_of(spec_cls: type, name: str) -> str:
 
 
 def _value_type(spec_cls: type, f: dataclasses.Field) -> type:
-    hints = typing.get_type_hints(spec_cls)
-    hint = hints[f.name]
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    base = args[0] if args else hint
+    kinds = [t for t in fields.types_of(spec_cls, f.name) if t is not type(None)]
+    base = kinds[0] if kinds else str
     return base if base in (int, float, str, Path, bool) else str
 
 
@@ -96,9 +82,7 @@ def add_options(
     for f, info in option_fields(spec_cls):
         if (wanted is not None and f.name not in wanted) or f.name in exclude:
             continue
-        default = defaults.get(f.name, f.default)
-        if default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
+        default = defaults.get(f.name, fields.default_of(f))
         required = default is dataclasses.MISSING
         if info.consts:
             group = parser.add_mutually_exclusive_group()

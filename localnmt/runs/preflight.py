@@ -60,13 +60,13 @@ def check_attention(args: argparse.Namespace, data: DataBinSummary, procs: int) 
     """The specs of ``args`` against the model's sizes, then their memory for the longest
     batch the data allows against the memory available to ``procs`` training processes on
     this machine (0: they train on GPUs, whose memory is not checked here)."""
-    from localnmt.attention.spec import parse_spec
-    from localnmt.fairseq_plugin.transformer import SPEC_FLAGS, check_site_specs, layer_sites
+    from localnmt.attention.attention_specs import AttentionSpecs
+    from localnmt.fairseq_plugin.transformer import check_site_specs, layer_sites
 
-    specs = {kind: parse_spec(getattr(args, flag, None)) for kind, flag in SPEC_FLAGS.items()}
-    specs = {kind: items for kind, items in specs.items() if items}
-    for kind, items in specs.items():
-        check_site_specs(args, kind, items)
+    given = [(kind, spec) for kind, spec in AttentionSpecs.from_namespace(args).given() if spec]
+    for kind, spec in given:
+        check_site_specs(args, kind, spec)
+    specs = {kind: list(spec.items) for kind, spec in given}
     if not specs or procs == 0:
         return
     positions = max(getattr(args, "max_source_positions", 0) or 0,

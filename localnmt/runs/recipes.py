@@ -99,27 +99,14 @@ class PretrainRecipe(BertOptimisation):
     max_warmup: int
 
 
-_TYPES: dict[str, Key] = {
-    "float": Key(float, required=True),
-    "int": Key(int, required=True),
-    "str": Key(str, required=True),
-    "bool": Key(bool, required=True),
-}
-#: Keys of configs/recipes.yaml, and of each of its sections.
+#: Keys of configs/recipes.yaml, and of each of its sections (each section's from its dataclass).
 FILE_KEYS = {
     name: Key(dict, required=True)
     for name in ("defaults", "recipes", "glue_finetune", "roberta_pretrain")
 }
-RECIPE_KEYS: dict[str, Key] = {
-    **{f.name: _TYPES[str(f.type)] for f in fields(Recipe) if str(f.type) in _TYPES},
-    "dims": Key((list, type(None)), required=True, items=int),
-    "extra": Key(list, required=True, items=str),
-}
-FINETUNE_KEYS: dict[str, Key] = {
-    **{f.name: _TYPES[str(f.type)] for f in fields(FinetuneRecipe) if str(f.type) in _TYPES},
-    "grid": Key(list, required=True, items=list),
-}
-PRETRAIN_KEYS: dict[str, Key] = {f.name: _TYPES[str(f.type)] for f in fields(PretrainRecipe)}
+RECIPE_KEYS: dict[str, Key] = config_files.keys_of(Recipe)
+FINETUNE_KEYS: dict[str, Key] = config_files.keys_of(FinetuneRecipe)
+PRETRAIN_KEYS: dict[str, Key] = config_files.keys_of(PretrainRecipe)
 
 
 def recipes_path() -> Path:

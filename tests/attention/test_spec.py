@@ -12,6 +12,7 @@ from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
 
+from localnmt.attention import attention_specs
 from localnmt.attention import spec as spec_module
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.modifier import AttentionModifier, SpecError
@@ -54,10 +55,13 @@ def _count_calls(monkeypatch, module, name: str) -> Counter:
     return calls
 
 
-def test_each_site_is_parsed_once_per_model_build(monkeypatch):
-    args = _args(_spec_args())  # argparse's own check of the flags happens here, not counted
-    parses = _count_calls(monkeypatch, transformer, "parse_spec")
+def test_each_site_is_parsed_once_from_command_line_to_layers(monkeypatch):
+    """argparse's check of the flags, the model's check and every layer share one parse of
+    each string (no per-layer parse, no second parse at build)."""
+    attention_specs.parse_site.cache_clear()
+    parses = _count_calls(monkeypatch, attention_specs, "parse_spec")
     options_built = _count_calls(monkeypatch, spec_module, "build_options")
+    args = _args(_spec_args())
     model = ARCH_MODEL_REGISTRY["localnmt_tiny"].build_model(args, _task())
     assert parses == Counter(SPECS.values())  # one parse per site, none per layer
     # each item's options dataclass is built once, by that parse (5 items in the 3 specs)
@@ -86,11 +90,11 @@ def test_validation_builds_no_module(monkeypatch):
 
     monkeypatch.setattr(AttentionModifier, "__init__", spy)
     specs = transformer.check_model_specs(args)
-    assert built == [] and set(specs) == {"encoder_self", "decoder_self", "cross"}
+    assert built == [] and set(specs.texts().values()) == set(SPECS.values())
     site = AttentionSite("cross", 1, num_layers=3, embed_dim=32, num_heads=4)
-    spec_module.validate_specs(specs["cross"], site)
+    spec_module.validate_specs(list(specs.site("cross").items), site)
     assert built == []
-    modules = spec_module.build_modifiers(specs["cross"], site)
+    modules = spec_module.build_modifiers(list(specs.site("cross").items), site)
     assert built == ["GaussianMixture"] and sum(p.numel() for m in modules for p in m.parameters())
 
 
@@ -145,8 +149,9 @@ def test_encoder_built_outside_a_model_parses_its_spec_once(monkeypatch):
     from fairseq.models.transformer import TransformerConfig
     from torch import nn
 
+    attention_specs.parse_site.cache_clear()
+    parses = _count_calls(monkeypatch, attention_specs, "parse_spec")
     args = _args([*SIZES, "--encoder-attn-modifiers", "rel_pos[clip=2]"])
-    parses = _count_calls(monkeypatch, transformer, "parse_spec")
     task = _task()
     embed = nn.Embedding(len(task.source_dictionary), 32, padding_idx=1)
     cfg = TransformerConfig.from_namespace(args)

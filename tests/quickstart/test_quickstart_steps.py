@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from localnmt.catalog import load_rows
+from localnmt.catalog import CatalogRow, load_rows
 from localnmt.errors import UsageError
 from localnmt.quickstart import cli, training
 from localnmt.quickstart.report import SystemResult, write_json, write_markdown, write_plot
@@ -142,8 +142,9 @@ def test_data_without_raw_references_is_refused(tmp_path: Path, tiny_data) -> No
 
 def test_unknown_system_and_too_few_layers_stop_with_one_message() -> None:
     deep = ("--encoder-attn-modifiers", "localness[layers=1-6]")
-    catalog = [SimpleNamespace(name="base", row="B", arch="localnmt_base", args=()),
-               SimpleNamespace(name="deep", row="D", arch="localnmt_base", args=deep)]  # fmt: skip
+    row = {"paper": "yang2018", "table": "T", "size": "base", "arch": "localnmt_base"}
+    catalog = [CatalogRow.from_args((), name="base", row="B", **row),
+               CatalogRow.from_args(deep, name="deep", row="D", **row)]  # fmt: skip
     with pytest.raises(UsageError, match=r"unknown system\(s\) nope"):
         cli.pick_systems(["base", "nope"], catalog, sizings()["cpu"])
     assert cli.pick_systems(["base"], catalog, sizings()["cpu"])[0].name == "base"

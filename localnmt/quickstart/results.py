@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from localnmt.catalog import CatalogRow
+from localnmt.catalog.names import system_name
 from localnmt.data.layout import count_lines
 from localnmt.evaluation.metrics import sacrebleu_metric
 from localnmt.evaluation.scoring import read_lines
@@ -26,8 +27,9 @@ _GETTEXT = {
 
 
 def label(row: CatalogRow) -> str:
-    """``paper: row`` (``zhang2021: Our Method``)."""
-    return f"{row.paper}: {row.row}"
+    """What the system is, then its paper and row: ``GMM cross-attention (Zhang & Feng 2021,
+    Table 2: Our Method)``, not the paper's own label alone."""
+    return system_name(row)
 
 
 def run_result(layout: RunLayout, seed: int, bleu: float,

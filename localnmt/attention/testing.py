@@ -244,7 +244,7 @@ def assert_layer_kernels_agree(
     kernel of ``names`` forced in turn: outputs at real queries and input gradients agree to
     1e-5 (encoder: padding, one sentence padded by 40 tokens and one by half; decoder self:
     fairseq's causal float mask)."""
-    from localnmt.attention import kernels
+    from localnmt.attention import dispatch
 
     att = make_attention(kind, spec, embed_dim=16, heads=4, self_attention=True, train=True)
     x = torch.randn(length, batch, 16, requires_grad=True)
@@ -257,7 +257,7 @@ def assert_layer_kernels_agree(
     weight = torch.randn(length, batch, 16) * real
     results = []
     for name in names:
-        with kernels.forced_kernel(name):
+        with dispatch.forced_kernel(name):
             y, _ = att(x, x, x, key_padding_mask=pad, attn_mask=mask, need_weights=False)
         results.append((y * real, *torch.autograd.grad((y * weight).sum(), x)))
     for got in results[1:]:

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from localnmt import torch_compat
-from localnmt.attention import kernels
 from localnmt.attention.modifier import modifier_names
+from localnmt.attention.problem import zero_empty_rows
 from localnmt.attention.spec import parse_spec
 from localnmt.attention.testing import (
     LOW_PRECISION_TOLERANCE,
@@ -135,7 +135,7 @@ def test_a_fill_that_overflows_in_float16_fails_these_checks(monkeypatch):
             fill = torch.tensor(-1e9).to(q.dtype)  # float16: −inf
             logits = logits + torch.zeros_like(logits).masked_fill(~allowed, fill)
         out = torch.softmax(logits, dim=-1) @ v
-        return kernels.zero_empty_rows(out, allowed)
+        return zero_empty_rows(out, allowed)
 
     monkeypatch.setattr(sdpa, "masked_sdpa", broken_masked_sdpa)
     with pytest.raises(AssertionError, match="not finite"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from localnmt.attention import kernels
+from localnmt.attention import dispatch
 from localnmt.attention.testing import (
     LOW_PRECISION_TOLERANCE,
     compare_with_float32,
@@ -47,7 +47,7 @@ def assert_kernel_matches_reference(site: str, spec: str, kernel: str | None, ex
     batch = padded_batch(site, LENGTH, 64, device=CUDA)
     reference = run_layer(att, batch, torch.float32, need_weights=True, reference=True)
     for dtype in dtypes():
-        with kernels.forced_kernel(kernel), kernels.trace() as seen:
+        with dispatch.forced_kernel(kernel), dispatch.trace() as seen:
             run = run_layer(att, batch, dtype, need_weights=False)
         assert expected in seen.kernels("attention"), (dtype, seen.table())
         got = compare_with_float32(reference, run, batch.real_queries)
@@ -84,7 +84,7 @@ def test_folded_gaussian_on_the_gpu(spec):
     att = make_attention("encoder_self", spec, embed_dim=64, heads=4, train=True)
     batch = padded_batch("encoder_self", LENGTH, 64, device=CUDA)
     reference = run_layer(att, batch, torch.float32, need_weights=True, reference=True)
-    with kernels.forced_kernel("gaussian_fold"), kernels.trace() as seen:
+    with dispatch.forced_kernel("gaussian_fold"), dispatch.trace() as seen:
         run = run_layer(att, batch, torch.float32, need_weights=False)
     assert seen.kernels("attention") == ["gaussian_fold"]
     got = compare_with_float32(reference, run, batch.real_queries)

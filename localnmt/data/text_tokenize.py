@@ -11,7 +11,7 @@ from functools import lru_cache
 from itertools import islice
 from pathlib import Path
 
-from localnmt.data.steps import atomic_open
+from localnmt.atomic import atomic_open
 from localnmt.data.validate import iter_lines_checked
 
 _WS = re.compile(r"\s+")

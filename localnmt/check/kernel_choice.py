@@ -9,7 +9,7 @@ import torch
 
 from localnmt.attention import dispatch
 from localnmt.attention.dispatch import joined
-from localnmt.attention.testing import make_attention, padded_batch
+from localnmt.check.layer_runs import make_attention, padded_batch
 
 #: ``(site, spec)``: one per method family and site.
 FAMILIES: list[tuple[str, str]] = [

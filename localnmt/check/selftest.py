@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 
 from localnmt.attention import dispatch
-from localnmt.attention.testing import (
+from localnmt.check.layer_runs import (
     LOW_PRECISION_TOLERANCE,
     compare_with_float32,
     make_attention,

@@ -2,7 +2,7 @@
 band kernel, the folded Gaussian, and fp16 / bf16 training steps of every method family.
 
 Marked ``cuda`` and skipped without a GPU (the suite never needs one); ``scripts/gpu_check.sh``
-runs them. Tolerances as ``localnmt.attention.testing.compare_with_float32`` measures them:
+runs them. Tolerances as ``localnmt.check.layer_runs.compare_with_float32`` measures them:
 float32 kernels 1e-2 against the float32 reference (FlexAttention's and SDPA's CUDA kernels may
 multiply in TF32, 10 mantissa bits like float16), low precision ``LOW_PRECISION_TOLERANCE``.
 """
@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from localnmt.attention import dispatch
-from localnmt.attention.testing import (
+from helpers.attention import (
     LOW_PRECISION_TOLERANCE,
     compare_with_float32,
     make_attention,
     padded_batch,
     run_layer,
 )
+
+from localnmt.attention import dispatch
 from localnmt.check.kernel_choice import FAMILIES
 from localnmt.check.tiny_model import build_tiny_model, dictionary, reversal_batch, train_updates
 

@@ -20,9 +20,9 @@ the band does. Declines dense masks, biases, and problems shorter than :data:`MI
 On CPU without dropout, ``ChunkedFlashBand`` (``fast/autograd/band_windows.py``) runs
 torch's fused CPU attention op directly, a few sentences at a time, saving only its output and
 log-sum-exp: the windows are cut again in backward instead of being kept, and each chunk's
-temporaries stay under its ``CHUNK_BYTES``. Whole-batch windows and window gradients would be fresh pages on every
-call (glibc maps allocations over 32 MiB anew; ``python -m bench.band_chunks`` times a fresh
-against a reused tensor).
+temporaries stay under its ``CHUNK_BYTES``. Whole-batch windows and window gradients would be
+fresh pages on every call (glibc maps allocations over 32 MiB anew; ``python -m
+bench.band_chunks`` times a fresh against a reused tensor).
 
 Before any of this, :func:`band_attention` hands float32 CPU problems without dropout (1D
 bands and 2D-CSAN head areas) to the C kernel of ``fast/native/band.py``, where it is built: no

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from localnmt.attention import dispatch, head_area
-from localnmt.attention.fast import band
-from localnmt.attention.fast.autograd import band_windows
-from localnmt.attention.fast.band import MIN_LENGTH, MIN_LENGTH_GROUPED, band_attention
-from localnmt.attention.fast.native import band as native_band
-from localnmt.attention.testing import (
+from helpers.attention import (
     assert_layer_kernels_agree,
     assert_same_at_real_queries,
     band_inputs,
     dense_band,
     make_attention,
 )
-from localnmt.attention.testing import stacked_heads as stacked
+from helpers.attention import stacked_heads as stacked
+
+from localnmt.attention import dispatch, head_area
+from localnmt.attention.fast import band
+from localnmt.attention.fast.autograd import band_windows
+from localnmt.attention.fast.band import MIN_LENGTH, MIN_LENGTH_GROUPED, band_attention
+from localnmt.attention.fast.native import band as native_band
 
 inputs = band_inputs
 

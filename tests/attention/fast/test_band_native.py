@@ -8,12 +8,13 @@ import sysconfig
 
 import pytest
 import torch
+from helpers import attention as testing
+from helpers.attention import CountCalls, band_inputs, stacked_heads
 
-from localnmt.attention import dispatch, testing
+from localnmt.attention import dispatch
 from localnmt.attention.fast import band
 from localnmt.attention.fast.band import band_attention
 from localnmt.attention.fast.native import band as band_cpu
-from localnmt.attention.testing import CountCalls, band_inputs, stacked_heads
 
 C_EXTENSION = band_cpu._band  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(

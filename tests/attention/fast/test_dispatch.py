@@ -6,11 +6,11 @@ import logging
 
 import pytest
 import torch
+from helpers.attention import make_attention, mixed_padding
 
 from localnmt.attention import dispatch
 from localnmt.attention.fast.native import band as native_band
 from localnmt.attention.problem import REGISTRY, dense_attention, kernel_names, register_kernel
-from localnmt.attention.testing import make_attention, mixed_padding
 
 SPECS = [  # (site, spec): every family, with windows, biases, post stages and value terms
     ("encoder_self", ""),

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import AttentionSite, LocalAttention, dispatch, testing
+from localnmt.attention import AttentionSite, LocalAttention, dispatch
 from localnmt.attention.fast import flex
 from localnmt.attention.problem import explain, fast_attention
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import LocalAttention, dispatch, testing
+from localnmt.attention import LocalAttention, dispatch
 from localnmt.attention.fast import gaussian_fold
 
 C, H, T, B = 32, 4, 11, 3

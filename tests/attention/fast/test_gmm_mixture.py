@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from localnmt.attention import dispatch
-from localnmt.attention.fast.native import gmm_mixture
-from localnmt.attention.mixture import MixtureParams, mixture_attention
-from localnmt.attention.testing import (
+from helpers.attention import (
     GMM_APPROX_SPECS,
     CountCalls,
     make_attention,
     padding_mask,
 )
+
+from localnmt.attention import dispatch
+from localnmt.attention.fast.native import gmm_mixture
+from localnmt.attention.mixture import MixtureParams, mixture_attention
 
 C_EXTENSION = gmm_mixture._gmm_mixture  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(

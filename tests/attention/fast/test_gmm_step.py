@@ -12,16 +12,16 @@ import sysconfig
 
 import pytest
 import torch
-
-from localnmt.attention import LocalAttention, dispatch
-from localnmt.attention.fast.native import gmm_step
-from localnmt.attention.mixture import PredictorLayout
-from localnmt.attention.testing import (
+from helpers.attention import (
     GMM_APPROX_SPECS,
     CountCalls,
     make_attention,
     padding_mask,
 )
+
+from localnmt.attention import LocalAttention, dispatch
+from localnmt.attention.fast.native import gmm_step
+from localnmt.attention.mixture import PredictorLayout
 
 E, H, B, TQ = 16, 4, 3, 4
 RTOL = 1e-5  # μ = J·sigmoid: one rounding of the sigmoid moves z by up to J/σ ulps

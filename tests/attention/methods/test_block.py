@@ -7,9 +7,10 @@ import math
 
 import pytest
 import torch
+from helpers import attention as testing
+from helpers.attention import RecordingDropout
 
-from localnmt.attention import dispatch, testing
-from localnmt.attention.testing import RecordingDropout
+from localnmt.attention import dispatch
 
 E, H, D = 32, 4, 8
 

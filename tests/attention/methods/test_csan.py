@@ -6,8 +6,9 @@ import math
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import SpecError, dispatch, testing
+from localnmt.attention import SpecError, dispatch
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.pipeline import LocalAttention
 from localnmt.attention.spec import build_modifiers, parse_spec

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import LocalAttention, SpecError, dispatch, testing
+from localnmt.attention import LocalAttention, SpecError, dispatch
 from localnmt.attention.spec import parse_spec
 
 E, H, B, T = 16, 8, 3, 7

@@ -210,7 +210,7 @@ def with_kernel(fn: Callable[[], None], name: str | None) -> Callable[[], None]:
     if name is None:
         return fn
 
-    from localnmt.attention.kernels import forced_kernel
+    from localnmt.attention.dispatch import forced_kernel
 
     def run() -> None:
         with forced_kernel(name):
@@ -224,22 +224,22 @@ def chosen_path(layer: nn.Module, inputs: LayerInputs, kernel: str | None = None
     ``dense`` (the reference, when probabilities are needed), the kernel that ran, or
     ``fairseq`` for fairseq's module. With ``kernel`` only that one is tried (forced): a
     ``KernelDeclined`` error says why it declined."""
-    from localnmt.attention import kernels, pipeline
+    from localnmt.attention import dispatch, pipeline
 
     if not isinstance(layer, pipeline.LocalAttention):
         return "fairseq"
     if kernel is None:  # the automatic choice, with gradients on
-        with kernels.trace() as seen:
+        with dispatch.trace() as seen:
             fwd_forward(layer, inputs)()
         ran = seen.kernels("attention")
         return "dense" if "dense" in ran or not ran else ran[0]
     with torch.no_grad():
         forward = fwd_forward(layer, inputs)
-        with kernels.trace() as seen:
+        with dispatch.trace() as seen:
             forward()
         if "dense" in seen.kernels("attention"):
             return "dense"
-        with kernels.forced_kernel(kernel):
+        with dispatch.forced_kernel(kernel):
             forward()
         return kernel
 

@@ -28,7 +28,7 @@ from bench import band_attention
 from bench.attention_layer import MethodEntry, build_layer, fwd_bwd, make_inputs
 from bench.machine import describe, machine_info
 from bench.measure import peak_memory
-from localnmt.attention.fast import band
+from localnmt.attention.fast.autograd import band_windows
 from localnmt.attention.fast.native import band as band_cpu
 from localnmt.machine import load_average
 
@@ -66,7 +66,7 @@ def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list
 
     def sized(mib: int, step: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:
-            band.CHUNK_BYTES = mib << 20
+            band_windows.CHUNK_BYTES = mib << 20
             step()
 
         return run
@@ -76,7 +76,7 @@ def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list
         steps[f"band_2d/{mib}"] = sized(mib, lambda: band_attention.band2d_step(q, k, v, window))
         steps[f"csan_1d/{mib}"] = sized(mib, layers["csan_1d"])
         steps[f"csan_2d/{mib}"] = sized(mib, layers["csan_2d"])
-    default, c_path = band.CHUNK_BYTES, band_cpu.ENABLED
+    default, c_path = band_windows.CHUNK_BYTES, band_cpu.ENABLED
     band_cpu.ENABLED = False  # the chunks are the blocked kernels' (fast/native/band.py runs first)
     times: dict[str, list[float]] = {name: [] for name in steps}
     try:
@@ -92,7 +92,7 @@ def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list
         med = {name: statistics.median(t) for name, t in times.items()}
         rows = []
         for mib in sizes:
-            band.CHUNK_BYTES = mib << 20
+            band_windows.CHUNK_BYTES = mib << 20
             rows.append({
                 "chunk_mib": mib,
                 "band_1d_ratio": med[f"band_1d/{mib}"] / med["dense"],
@@ -104,7 +104,7 @@ def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list
             })  # fmt: skip
         plain_peak = peak_memory(layers["plain"], torch.device("cpu")) / 2**20
     finally:
-        band.CHUNK_BYTES, band_cpu.ENABLED = default, c_path
+        band_windows.CHUNK_BYTES, band_cpu.ENABLED = default, c_path
     for row in rows:
         row.update(dense_ms=med["dense"] * 1e3, plain_ms=med["plain"] * 1e3,
                    plain_peak_mib=plain_peak)  # fmt: skip

@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kernels",
         default="auto",
         help="auto (the pipeline's choice), all (each registered kernel, forced), "
-        "or one kernel name (forced, via localnmt.attention.kernels.forced_kernel)",
+        "or one kernel name (forced, via localnmt.attention.dispatch.forced_kernel)",
     )
     a.add_argument(
         "--memory-budget",
@@ -327,7 +327,7 @@ def run_models(args: argparse.Namespace, device: torch.device, result: dict[str,
 
 def run_attention(args: argparse.Namespace, device: torch.device, result: dict[str, Any]) -> None:
     """Single-layer section: each method (× kernel) vs a plain layer, over T."""
-    from localnmt.attention.kernels import kernel_names
+    from localnmt.attention.problem import kernel_names
 
     dtype = DTYPES[args.dtype]
     entries = (
@@ -448,7 +448,7 @@ def plan(args: argparse.Namespace, device: torch.device) -> str:
     """What a run with these options would measure, checked as far as it can be without
     building anything: the catalog rows, the attention entries (specs parsed) and the kernel
     names."""
-    from localnmt.attention.kernels import kernel_names
+    from localnmt.attention.problem import kernel_names
 
     lines = [f"device {device}, dtype {args.dtype}, sections {','.join(args.section_list)}"]
     if {"train", "generate"} & set(args.section_list):

@@ -148,14 +148,17 @@ def generate(
     checkpoint: Path,
     *,
     beam: int | None = None,
+    lenpen: float | None = None,
     subset: str = "test",
     extra: list[str] | None = None,
 ) -> GenerateResult:
-    """``fairseq-generate`` (beam search; ``beam`` default: the papers',
-    :data:`~localnmt.runs.spec.DEFAULT_DECODING`) in process, scored with SacreBLEU."""
+    """``fairseq-generate`` in process, scored with SacreBLEU: beam search as the papers ran it
+    (:data:`~localnmt.runs.spec.DEFAULT_DECODING`: beam 4, length penalty 0.6), unless
+    ``beam`` or ``lenpen`` say otherwise."""
     from localnmt.runs.spec import DEFAULT_DECODING
 
     beam = DEFAULT_DECODING.beam if beam is None else beam
+    lenpen = DEFAULT_DECODING.lenpen if lenpen is None else lenpen
     import sacrebleu
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -166,6 +169,7 @@ def generate(
     argv = [
         str(data), "--user-dir", str(PLUGIN_DIR), "--path", str(checkpoint),
         "--task", "translation", "--gen-subset", subset, "--beam", str(beam),
+        "--lenpen", str(lenpen),
         "--batch-size", "24", "--required-batch-size-multiple", "1",
         "--cpu", "--num-workers", "0", *(extra or []),
     ]  # fmt: skip

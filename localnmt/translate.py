@@ -26,10 +26,9 @@ from localnmt import progress
 from localnmt.data.bpe import segmenter
 from localnmt.data.metadata import DataInfo, read_metadata
 from localnmt.data.positions import first_too_long, too_long_message
-from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenizer_for
 from localnmt.data.validate import decode_lines
-from localnmt.errors import entry_point
+from localnmt.errors import DataError, entry_point
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines
 from localnmt.provenance import check_data_bin

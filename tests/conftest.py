@@ -1,6 +1,11 @@
 """Shared test settings: one thread (2-core machines, several workers), quiet fairseq."""
 
 import os
+import sys
+from pathlib import Path
+
+# shared test helpers (``helpers.attention``) import from any test folder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

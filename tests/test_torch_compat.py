@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from localnmt import torch_compat
-from localnmt.attention import kernels
+from localnmt.attention import dispatch
 from localnmt.attention.fast import flex
 from localnmt.safe_load import allow_checkpoint_globals
 
@@ -96,12 +96,13 @@ def test_flex_off_on_torch_without_it_says_so_once(monkeypatch) -> None:
     cpu = SimpleNamespace(q=SimpleNamespace(device=torch.device("cpu")), bands=[object()])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert "FlexAttention" in flex._check(cpu)  # declined, and on the CPU nothing to say
+        # declined, and on the CPU nothing to say
+        assert "FlexAttention" in dispatch.joined(list(flex.check(cpu)))
     with pytest.warns(UserWarning, match=r"FlexAttention needs torch >= 2\.5"):
-        assert "torch >= 2.5" in flex._check(_cuda_problem())
+        assert "torch >= 2.5" in dispatch.joined(list(flex.check(_cuda_problem())))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert flex._check(_cuda_problem()) is not None  # said once only
+        assert list(flex.check(_cuda_problem()))  # said once only
 
 
 def test_flex_forced_on_torch_without_it_declines_with_the_reason(monkeypatch) -> None:
@@ -109,9 +110,10 @@ def test_flex_forced_on_torch_without_it_declines_with_the_reason(monkeypatch) -
     monkeypatch.setattr(flex, "_told", False)
     monkeypatch.setattr(flex, "_disabled", False)
     cpu = SimpleNamespace(q=SimpleNamespace(device=torch.device("cpu")), bands=[])
-    with kernels.forced_kernel("flex"):
+    with dispatch.forced_kernel("flex"):
         with pytest.warns(UserWarning, match=r"FlexAttention needs torch >= 2\.5"):
-            reason = flex._check(cpu)  # declined with the reason: bench.run reports it so
+            # declined with the reason: bench.run reports it so
+            reason = dispatch.joined(list(flex.check(cpu)))
     assert "torch >= 2.5" in reason
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from torch import Tensor
 
 from localnmt.attention.context import AffinePost, AttentionContext
-from localnmt.attention.kernels import AttentionProblem, fast_attention
 from localnmt.attention.modifier import AttentionModifier
+from localnmt.attention.problem import AttentionProblem, fast_attention
 from localnmt.attention.shared_source import grouped_matmul
 
 

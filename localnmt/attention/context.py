@@ -8,9 +8,9 @@ positions").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
 from torch import Tensor
@@ -25,6 +25,8 @@ from localnmt.attention.record import AttentionRecord
 MASK_VALUE = -1e30
 
 SITES = ("encoder_self", "decoder_self", "cross")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -71,12 +73,12 @@ class QuadraticBias:
     a: Tensor
     b: Tensor
 
-    def dense(self, ctx: AttentionContext) -> Tensor:
+    def dense(self, positions: CallPositions) -> Tensor:
         """The bias as a float32 tensor ``(B, H, Tq, Tk)``, computed around each row's vertex
         ``c = −b/(2a)`` as ``a·(j−c)² + (b+2ac)·(j−c)``: the same function up to a per-row
         constant (which cancels in softmax), without the float32 cancellation of ``a·j² + b·j``
         when ``|a|`` is large (a narrow Gaussian far from position 0)."""
-        j = ctx.key_positions[:, None, None, :]  # (B, 1, 1, Tk)
+        j = positions.key[:, None, None, :]  # (B, 1, 1, Tk)
         a, shift, slope = self.vertex_form()
         jc = j - shift.unsqueeze(-1)
         return a.unsqueeze(-1) * jc * jc + slope.unsqueeze(-1) * jc
@@ -98,17 +100,91 @@ class BandMask:
     left: int | Tensor
     right: int | Tensor
 
-    def dense(self, ctx: AttentionContext) -> Tensor:
-        rel = ctx.key_positions[:, None, None, :] - ctx.query_positions[:, None, :, None]
-        left = _as_head_tensor(self.left, ctx)
-        right = _as_head_tensor(self.right, ctx)
+    def dense(self, positions: CallPositions) -> Tensor:
+        rel = positions.key[:, None, None, :] - positions.query[:, None, :, None]
+        device = positions.key.device
+        left = _as_head_tensor(self.left, device)
+        right = _as_head_tensor(self.right, device)
         return (rel >= -left) & (rel <= right)  # (B, H|1, Tq, Tk)
 
 
-def _as_head_tensor(value: int | Tensor, ctx: AttentionContext) -> Tensor:
+def _as_head_tensor(value: int | Tensor, device: torch.device) -> Tensor:
     if isinstance(value, Tensor):
-        return value.to(ctx.key_positions.device, torch.float32).view(1, -1, 1, 1)
-    return torch.tensor(float(value), device=ctx.key_positions.device)
+        return value.to(device, torch.float32).view(1, -1, 1, 1)
+    return torch.tensor(float(value), device=device)
+
+
+class CallPositions:
+    """Where the keys and queries of one call sit, computed on first read: calls whose
+    modifiers and kernels never read them (the baseline) pay nothing.
+
+    ``key`` ``(B, Tk)`` float32, index of each key counted from the first real key; ``query``
+    ``(B, Tq)`` float32, index of each query in its own sequence; ``key_lengths`` ``(B, Tq)``
+    float32, real keys each query may see. A ``transform`` modifier may replace them (2D-CSAN
+    repeats the key positions per stacked group); the kernel problem holds the same object."""
+
+    def __init__(self, compute: Callable[[], tuple[Tensor, Tensor, Tensor]] | None):
+        self._compute = compute
+        self._values: list[Tensor] | None = None
+
+    def _get(self) -> list[Tensor]:
+        if self._values is None:
+            assert self._compute is not None, "no positions for this attention call"
+            self._values = list(self._compute())
+        return self._values
+
+    @property
+    def computed(self) -> bool:
+        """Whether anything has read (or replaced) the positions yet."""
+        return self._values is not None
+
+    @property
+    def key(self) -> Tensor:
+        return self._get()[0]
+
+    @key.setter
+    def key(self, value: Tensor) -> None:
+        self._get()[0] = value
+
+    @property
+    def query(self) -> Tensor:
+        return self._get()[1]
+
+    @query.setter
+    def query(self, value: Tensor) -> None:
+        self._get()[1] = value
+
+    @property
+    def key_lengths(self) -> Tensor:
+        return self._get()[2]
+
+    @key_lengths.setter
+    def key_lengths(self, value: Tensor) -> None:
+        self._get()[2] = value
+
+
+@dataclass(frozen=True)
+class CacheKey(Generic[T]):
+    """A key of :class:`CallCache`, typed by the value it holds: ``CacheKey[Tensor]("rel_pos
+    buckets", clip)``. ``part`` tells apart values of the same name (an option, a modifier)."""
+
+    name: str
+    part: Hashable = None
+
+
+class CallCache:
+    """What the modifiers of one call compute once and share (relative-position buckets read
+    by rel_pos's bias and its value term, LOCAL_HARD's centre read by its bias and its window).
+    Gone with the call; kernels never read it."""
+
+    def __init__(self) -> None:
+        self._values: dict[CacheKey[Any], Any] = {}
+
+    def get(self, key: CacheKey[T], build: Callable[[], T]) -> T:
+        """The value under ``key``, built by ``build()`` on the first request of this call."""
+        if key not in self._values:
+            self._values[key] = build()
+        return self._values[key]
 
 
 @dataclass
@@ -138,8 +214,7 @@ class AttentionContext:
             otherwise. The pipeline hands it to the kernels with the problem.
         head_area: 2D-CSAN's unstacked keys (:class:`~localnmt.attention.head_area.HeadArea`),
             which the band kernel reads in place, or None.
-        extras: the modifiers' own cache within one call (e.g. relative-position buckets);
-            kernels never read it.
+        cache: the modifiers' own typed cache within one call (:class:`CallCache`).
     """
 
     site: AttentionSite
@@ -153,46 +228,43 @@ class AttentionContext:
     positions_fn: Callable[[], tuple[Tensor, Tensor, Tensor]] | None = None
     state: dict[str, Any] | None = None
     record: AttentionRecord | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    cache: CallCache = field(default_factory=CallCache)
     key_group: int = 1
     stacked_groups: int = 1
     head_area: HeadArea | None = None
-    _positions: list[Tensor] | None = field(default=None, repr=False)
+    positions: CallPositions = field(init=False, repr=False)
 
-    def _get_positions(self) -> list[Tensor]:
-        if self._positions is None:
-            assert self.positions_fn is not None, "no positions for this attention call"
-            self._positions = list(self.positions_fn())
-        return self._positions
+    def __post_init__(self) -> None:
+        self.positions = CallPositions(self.positions_fn)
 
     @property
     def positions_computed(self) -> bool:
         """Whether a modifier has read (or replaced) the positions of this call yet."""
-        return self._positions is not None
+        return self.positions.computed
 
     @property
     def key_positions(self) -> Tensor:
-        return self._get_positions()[0]
+        return self.positions.key
 
     @key_positions.setter
     def key_positions(self, value: Tensor) -> None:
-        self._get_positions()[0] = value
+        self.positions.key = value
 
     @property
     def query_positions(self) -> Tensor:
-        return self._get_positions()[1]
+        return self.positions.query
 
     @query_positions.setter
     def query_positions(self, value: Tensor) -> None:
-        self._get_positions()[1] = value
+        self.positions.query = value
 
     @property
     def key_lengths(self) -> Tensor:
-        return self._get_positions()[2]
+        return self.positions.key_lengths
 
     @key_lengths.setter
     def key_lengths(self, value: Tensor) -> None:
-        self._get_positions()[2] = value
+        self.positions.key_lengths = value
 
     @property
     def batch_size(self) -> int:

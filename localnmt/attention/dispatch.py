@@ -1,21 +1,23 @@
 """Kernel registries: which kernel computes a problem, why the others decline, and a trace.
 
-A kernel registers with a priority, a ``check`` that names the first reason it cannot take a
-problem (cheap: shapes, dtypes, options), and a ``run`` that computes the problem or still
-declines with a :class:`Declined` reason (a condition known only while computing, such as a
-folded term too large for float32). :meth:`KernelRegistry.run` tries the kernels from the highest
-priority down and falls back to the registry's reference path, as xformers' ``fmha/dispatch.py``
-does with its ``not_supported_reasons``. Nothing here knows an attention method: the problems
-are typed (``kernels.AttentionProblem``, ``mixture.MixtureProblem``).
+A kernel registers with a ``check`` that names the reasons it cannot take a problem (cheap:
+shapes, dtypes, options; every reason, not only the first) and a ``run`` that computes the
+problem or still declines with a :class:`Declined` reason (a condition known only while
+computing, such as a folded term too large for float32). :meth:`KernelRegistry.run` tries the
+kernels in the registry's order and falls back to its reference path, as xformers'
+``fmha/dispatch.py`` does with its ``not_supported_reasons``. The order of every registry is
+one table, ``localnmt/attention/fast/__init__.py``, where the kernels are registered when the
+package is imported; nothing here imports a kernel or knows an attention method: the problems
+are typed (``problem.AttentionProblem``, ``mixture.MixtureProblem``).
 
 Seeing the choice::
 
-    with kernels.trace() as seen:          # every dispatch inside the block
+    with dispatch.trace() as seen:         # every dispatch inside the block
         model(...)
     print(seen.table())                    # problem, kernel that ran, why the others declined
 
 and ``logging.getLogger("localnmt.attention.dispatch").setLevel(logging.DEBUG)`` logs one line
-per call. ``with kernels.forced_kernel("band"):`` runs that kernel only; where it declines,
+per call. ``with dispatch.forced_kernel("band"):`` runs that kernel only; where it declines,
 :class:`KernelDeclined` says why.
 """
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -43,6 +45,11 @@ P = TypeVar("P")
 #: taken the problem (only with ``trace(explain=True)``).
 WOULD_ACCEPT = "would also accept (lower priority)"
 
+#: A kernel's check: the reasons it cannot take a problem, every one (an iterable, typically a
+#: generator; empty: it can). A check whose reasons depend on each other may give the one it
+#: found as a string (None: it can).
+Check = Callable[[P], "Iterable[str] | str | None"]
+
 
 @dataclass(frozen=True)
 class Declined:
@@ -51,36 +58,56 @@ class Declined:
     reason: str
 
 
-class KernelDeclined(LocalnmtError, RuntimeError):
-    """A forced kernel declined its problem (the message says which problem and why)."""
+def joined(reasons: Sequence[str]) -> str:
+    """A kernel's reasons to decline, in one line."""
+    return "; ".join(reasons)
 
-    def __init__(self, op: str, kernel: str, reason: str, problem: str):
-        super().__init__(f"kernel '{kernel}' declined the {op} problem ({problem}): {reason}")
-        self.op, self.kernel, self.reason, self.problem = op, kernel, reason, problem
+
+class KernelDeclined(LocalnmtError, RuntimeError):
+    """A forced kernel declined its problem (the message says which problem and every reason)."""
+
+    def __init__(self, op: str, kernel: str, reasons: Sequence[str], problem: str):
+        super().__init__(
+            f"kernel '{kernel}' declined the {op} problem ({problem}): {joined(reasons)}"
+        )
+        self.op, self.kernel, self.problem = op, kernel, problem
+        self.reasons = list(reasons)
 
 
 @dataclass(frozen=True)
 class Kernel(Generic[P]):
-    """One registered kernel: ``check(problem)`` gives the first reason it cannot take the
-    problem (None: it can); ``run(problem)`` computes it (or returns :class:`Declined`)."""
+    """One registered kernel: ``check(problem)`` gives the reasons it cannot take the problem
+    (:data:`Check`); ``run(problem)`` computes it (or returns :class:`Declined`)."""
 
     name: str
-    priority: int
     run: Callable[[P], Tensor | Declined | None]
-    check: Callable[[P], str | None] | None = None
+    check: Check | None = None
     #: takes problems whose keys serve groups of queries (beam search's shared source)
     shares_source: bool = False
 
 
+def found_reasons(found: Iterable[str] | str | None, every: bool = True) -> list[str]:
+    """A check's answer as a list of reasons (``every=False``: the first only, which is all the
+    dispatch needs when nothing traces, logs or forces)."""
+    if found is None:
+        return []
+    if isinstance(found, str):
+        return [found]
+    if every:
+        return list(found)
+    first = next(iter(found), None)
+    return [] if first is None else [first]
+
+
 @dataclass
 class KernelCall:
-    """One dispatch: the problem, the kernel that ran, and why each other kernel declined
-    (those tried before it; with ``trace(explain=True)`` every other one)."""
+    """One dispatch: the problem, the kernel that ran, and every reason each other kernel
+    declined (those tried before it; with ``trace(explain=True)`` every other one)."""
 
     op: str
     problem: str
     kernel: str
-    declined: dict[str, str] = field(default_factory=dict)
+    declined: dict[str, list[str]] = field(default_factory=dict)
     forced: str | None = None
     #: the path a kernel took inside itself (e.g. band's C kernel or its blocked one)
     detail: list[str] = field(default_factory=list)
@@ -88,7 +115,7 @@ class KernelCall:
     def __str__(self) -> str:
         ran = self.kernel + (f" ({', '.join(self.detail)})" if self.detail else "")
         forced = " [forced]" if self.forced else ""
-        others = "; ".join(f"{name}: {why}" for name, why in self.declined.items())
+        others = " | ".join(f"{name}: {joined(why)}" for name, why in self.declined.items())
         return f"{self.op} {self.problem}: {ran}{forced}" + (f" | {others}" if others else "")
 
 
@@ -155,14 +182,13 @@ def is_forced(name: str) -> bool:
 
 
 def registries() -> list[KernelRegistry]:
-    """Every registry, its kernels registered (importing ``localnmt.attention.fast``)."""
-    import localnmt.attention.fast  # noqa: F401  (registration side effects)
-
+    """Every registry. Their kernels are registered by ``localnmt.attention.fast``, which the
+    package imports (so before any of its modules, this one included, is used)."""
     return list(_REGISTRIES)
 
 
 class KernelRegistry(Generic[P]):
-    """Kernels for one kind of problem, tried by priority, and the reference path after them.
+    """Kernels for one kind of problem, tried in order, and the reference path after them.
 
     ``common_reason(shares_source, problem)`` is a reason that applies to every kernel of the
     registry alike (None: none); ``describe(problem)`` a short text of the problem."""
@@ -181,30 +207,39 @@ class KernelRegistry(Generic[P]):
         _REGISTRIES.append(self)
 
     def register(
-        self,
-        name: str,
-        priority: int,
-        *,
-        check: Callable[[P], str | None] | None = None,
-        shares_source: bool = False,
+        self, name: str, *, check: Check | None = None, shares_source: bool = False
     ) -> Callable[[Callable[[P], Tensor | Declined | None]], Callable]:
-        """Decorator on a kernel's ``run``: add it (higher priority is tried first; a kernel of
-        the same name is replaced)."""
+        """Decorator on a kernel's ``run``: add it, after the kernels registered before (a
+        kernel of the same name is replaced in its place); :meth:`arrange` sets the order."""
 
         def wrap(run: Callable[[P], Tensor | Declined | None]) -> Callable:
-            kernel = Kernel(name, priority, run, check, shares_source)
-            self._kernels = [k for k in self._kernels if k.name != name] + [kernel]
-            self._kernels.sort(key=lambda k: -k.priority)
+            kernel = Kernel(name, run, check, shares_source)
+            names = self.names()
+            if name in names:
+                self._kernels[names.index(name)] = kernel
+            else:
+                self._kernels.append(kernel)
             return run
 
         return wrap
+
+    def arrange(self, order: Sequence[str]) -> None:
+        """Try the kernels in ``order`` (first: highest priority), which names each registered
+        kernel once."""
+        registered = self.names()
+        if sorted(order) != sorted(registered):
+            raise ValueError(
+                f"the order of the {self.op} kernels {list(order)} does not name each "
+                f"registered kernel once ({registered})"
+            )
+        self._kernels = [self.kernel(name) for name in order]
 
     def unregister(self, name: str) -> None:
         """Remove kernel ``name`` (tests, experiments)."""
         self._kernels = [k for k in self._kernels if k.name != name]
 
     def names(self, reference: bool = False) -> list[str]:
-        """Kernel names, highest priority first (and the reference path's, last)."""
+        """Kernel names in the order tried (and the reference path's, last)."""
         names = [k.name for k in self._kernels]
         return [*names, self.reference_name] if reference else names
 
@@ -220,19 +255,25 @@ class KernelRegistry(Generic[P]):
     def shares_source(self, name: str) -> bool:
         return name != self.reference_name and self.kernel(name).shares_source
 
-    def reason(self, kernel: Kernel[P], problem: P) -> str | None:
-        """Why ``kernel`` cannot take ``problem`` by its checks (None: it can, as far as its
-        checks know; ``run`` may still decline)."""
+    def reasons(self, kernel: Kernel[P], problem: P, every: bool = True) -> list[str]:
+        """Why ``kernel`` cannot take ``problem`` by its checks, every reason (``every=False``:
+        the first only); empty: it can, as far as its checks know (``run`` may still
+        decline)."""
+        found = []
         if self.common_reason is not None:
             common = self.common_reason(kernel.shares_source, problem)
             if common is not None:
-                return common
-        return None if kernel.check is None else kernel.check(problem)
+                if not every:
+                    return [common]
+                found.append(common)
+        if kernel.check is not None:
+            found += found_reasons(kernel.check(problem), every)
+        return found
 
-    def explain(self, problem: P) -> dict[str, str | None]:
-        """Every kernel's reason to decline ``problem`` by its checks, None where it would
-        take it, in priority order (nothing runs)."""
-        return {k.name: self.reason(k, problem) for k in self._kernels}
+    def explain(self, problem: P) -> dict[str, list[str]]:
+        """Every kernel's reasons to decline ``problem`` by its checks (empty where it would
+        take it), in the order tried (nothing runs)."""
+        return {k.name: self.reasons(k, problem) for k in self._kernels}
 
     def run(self, problem: P) -> Tensor:
         """The output of the first kernel that takes ``problem`` (only the forced one, when a
@@ -240,26 +281,23 @@ class KernelRegistry(Generic[P]):
         forced = self.forced()
         seen = _ACTIVE.get()
         watched = seen is not None or logger.isEnabledFor(logging.DEBUG)
+        every = watched or forced is not None  # else the first reason is all that is used
         notes_token = _NOTES.set([]) if watched else None
-        declined: dict[str, str] = {}
+        declined: dict[str, list[str]] = {}
         chosen, out, tried = self.reference_name, None, 0
         try:
             if forced != self.reference_name:
-                common = self.common_reason
                 for kernel in self._kernels:
                     tried += 1
                     if forced is not None and kernel.name != forced:
                         continue
-                    # self.reason(kernel, problem), inlined: this loop runs at every call
-                    why = None if common is None else common(kernel.shares_source, problem)
-                    if why is None and kernel.check is not None:
-                        why = kernel.check(problem)
-                    if why is None:
+                    why = self.reasons(kernel, problem, every)
+                    if not why:
                         result = kernel.run(problem)
                         if isinstance(result, Tensor):
                             chosen, out = kernel.name, result
                             break
-                        why = "declined" if result is None else result.reason
+                        why = ["declined" if result is None else result.reason]
                     declined[kernel.name] = why
                 if out is None and forced is not None:
                     raise KernelDeclined(self.op, forced, declined[forced], self.describe(problem))
@@ -271,8 +309,8 @@ class KernelRegistry(Generic[P]):
                     rest = self._kernels[tried:] if forced is None else self._kernels
                     for kernel in rest:
                         if kernel.name not in declined and kernel.name != chosen:
-                            why = self.reason(kernel, problem)
-                            declined[kernel.name] = WOULD_ACCEPT if why is None else why
+                            why = self.reasons(kernel, problem)
+                            declined[kernel.name] = why or [WOULD_ACCEPT]
                 self._record(KernelCall(self.op, self.describe(problem), chosen, declined,
                                         forced, list(detail)), seen)  # fmt: skip
         finally:

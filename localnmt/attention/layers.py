@@ -3,7 +3,7 @@
 Each takes the method specs of the fairseq flags (``'localness[window=query] + rel_pos[clip=16]'``,
 ``'gmm[k=4]'``, ``'csan_2d[window=3,area_heads=3]'``, ``'local_heads[masks=...]'`` …) for its
 site, and runs the same pipeline, methods and kernels as the fairseq plugin (C on the CPU,
-SDPA / FlexAttention on the GPU; :func:`localnmt.attention.kernels.trace` records which ran)::
+SDPA / FlexAttention on the GPU; :func:`localnmt.attention.dispatch.trace` records which ran)::
 
     attn = LocalSelfAttention(512, 8, "localness[window=query]")
     y = attn(x, padding_mask=pad)                       # x (B, T, 512), pad (B, T) True = padding

@@ -21,7 +21,7 @@ The forward is the orchestration; each concern is a module of its own: the decod
 and beam search's shared source (:mod:`~localnmt.attention.incremental`), positions
 (:mod:`~localnmt.attention.positions`), fairseq's masks and the modifiers' biases and
 restrictions turned into a problem (:mod:`~localnmt.attention.problem_builder`), the kernels
-(:mod:`~localnmt.attention.kernels`), the affine-post shortcut
+(:mod:`~localnmt.attention.problem`), the affine-post shortcut
 (:mod:`~localnmt.attention.affine_post`) and the record (:mod:`~localnmt.attention.record`).
 """
 
@@ -30,20 +30,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from localnmt.attention import kernels, shared_source
+from localnmt.attention import shared_source
 from localnmt.attention.affine_post import affine_post, attend_affine
 from localnmt.attention.context import AttentionContext, AttentionSite
 from localnmt.attention.incremental import DecodingBuffer, IncrementalState, reorder_buffer
-from localnmt.attention.kernels import (
+from localnmt.attention.modifier import AttentionModifier, apply_head_selection
+from localnmt.attention.multihead_parameters import MultiheadParameters
+from localnmt.attention.positions import positions_of_call
+from localnmt.attention.problem import (
     AttentionProblem,
     dense_logits,
     dense_probabilities,
     dropped_product,
     fast_attention,
+    note_reference,
 )
-from localnmt.attention.modifier import AttentionModifier, apply_head_selection
-from localnmt.attention.multihead_parameters import MultiheadParameters
-from localnmt.attention.positions import positions_of_call
 from localnmt.attention.problem_builder import build_problem
 from localnmt.attention.record import AttentionRecord
 from localnmt.attention.threads import one_thread_if_small
@@ -280,7 +281,7 @@ class LocalAttention(MultiheadParameters):
         ctx, problem = self._problem(
             query, q, k, v, key_padding_mask, attn_mask, state, query_offset, key_group
         )
-        kernels.note_reference(problem, "before_softmax: logits requested")
+        note_reference(problem, "before_softmax: logits requested")
         # blocked keys at the output dtype's most negative finite value, not −inf
         # (float16 cannot hold MASK_VALUE): a row without keys stays NaN-free
         logits = dense_logits(problem).clamp(min=torch.finfo(query.dtype).min)
@@ -302,7 +303,7 @@ class LocalAttention(MultiheadParameters):
             affine = affine_post(ctx, problem, post_mods)
             if affine is not None:
                 return attend_affine(problem, affine), None
-        kernels.note_reference(problem, self._why_dense(need_weights, post_mods, value_mods))
+        note_reference(problem, self._why_dense(need_weights, post_mods, value_mods))
         post = (lambda p: self._post(ctx, p, post_mods)) if post_mods else None
         probs, logits = dense_probabilities(problem, post)
         # one dropout mask for p @ V and every value term: Shaw et al.'s eq. 3 is

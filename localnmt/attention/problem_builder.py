@@ -1,4 +1,4 @@
-"""One call's :class:`~localnmt.attention.kernels.AttentionProblem`, from fairseq's masks and the
+"""One call's :class:`~localnmt.attention.problem.AttentionProblem`, from fairseq's masks and the
 modifiers' biases and restrictions.
 
 fairseq hands an ``attn_mask`` (bool: True = blocked; float: additive, −inf = blocked): the
@@ -15,8 +15,8 @@ from torch import Tensor
 
 from localnmt.attention.context import AttentionContext, BandMask, QuadraticBias
 from localnmt.attention.deferred import stored, stored_shape
-from localnmt.attention.kernels import AttentionProblem
 from localnmt.attention.modifier import AttentionModifier, apply_head_selection
+from localnmt.attention.problem import AttentionProblem
 
 
 def build_problem(
@@ -31,7 +31,7 @@ def build_problem(
     have changed ``ctx.key_padding_mask``), ``attn_mask`` fairseq's, ``causal_site`` whether the
     site is decoder self-attention (only there is a triangular mask the causal triangle)."""
     problem = AttentionProblem(
-        ctx=ctx,
+        site=ctx.site,
         q=ctx.q,
         k=stored(ctx, "k"),  # a deferred layout stays unbuilt until a kernel reads it
         v=stored(ctx, "v"),
@@ -41,6 +41,7 @@ def build_problem(
         padding_source=key_padding_mask,
         stacked_groups=ctx.stacked_groups,
         head_area=ctx.head_area,
+        positions=ctx.positions,
     )
     if ctx.key_padding_mask is not key_padding_mask:  # a transform changed the key set
         problem.key_padding_mask = ctx.key_padding_mask

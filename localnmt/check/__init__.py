@@ -65,8 +65,8 @@ def run_checks(args: argparse.Namespace) -> dict[str, Any]:
     """Every section asked for; returns the JSON-ready document."""
     import torch
 
-    from localnmt.attention.testing import METHOD_CASES
     from localnmt.check import environment, kernel_choice
+    from localnmt.check.layer_runs import METHOD_CASES
 
     start = time.perf_counter()
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -159,8 +159,8 @@ def plan(args: argparse.Namespace) -> str:
     """What a run with these options would check (sections, cases, device)."""
     import torch
 
-    from localnmt.attention.testing import METHOD_CASES
     from localnmt.check.kernel_choice import FAMILIES
+    from localnmt.check.layer_runs import METHOD_CASES
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(sections) - set(SECTIONS)

@@ -1,5 +1,5 @@
 """Which kernel computes each method family's attention on this device, and why the others
-decline: one training forward per family and length under ``kernels.trace(explain=True)``."""
+decline: one training forward per family and length under ``dispatch.trace(explain=True)``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Any
 
 import torch
 
-from localnmt.attention import kernels
-from localnmt.attention.testing import make_attention, padded_batch
+from localnmt.attention import dispatch
+from localnmt.attention.dispatch import joined
+from localnmt.check.layer_runs import make_attention, padded_batch
 
 #: ``(site, spec)``: one per method family and site.
 FAMILIES: list[tuple[str, str]] = [
@@ -45,7 +46,7 @@ def kernel_choices(
             batch = padded_batch(site, length, 64, device=device)
             query = batch.query.requires_grad_()
             key = query if site != "cross" else batch.key
-            with kernels.trace(explain=True) as seen:
+            with dispatch.trace(explain=True) as seen:
                 layer(query, key, key, key_padding_mask=batch.key_padding_mask,
                       attn_mask=batch.attn_mask, need_weights=False)  # fmt: skip
             calls = [
@@ -62,7 +63,7 @@ def format_choices(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         for call in row["calls"]:
             ran = call["kernel"] + (f" ({', '.join(call['detail'])})" if call["detail"] else "")
-            others = "; ".join(f"{name}: {why}" for name, why in call["declined"].items())
+            others = " | ".join(f"{name}: {joined(why)}" for name, why in call["declined"].items())
             head = f"{row['site']}:{row['spec']} T={row['length']}"
             lines.append(f"{head:60} {call['op']:11} {ran}" + (f"  | {others}" if others else ""))
     return "\n".join(lines)

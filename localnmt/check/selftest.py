@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import torch
 
-from localnmt.attention import kernels
-from localnmt.attention.testing import (
+from localnmt.attention import dispatch
+from localnmt.check.layer_runs import (
     LOW_PRECISION_TOLERANCE,
     compare_with_float32,
     make_attention,
@@ -85,7 +85,7 @@ def forward_backward(
                 paths = (("kernels", False),)
             parts, ok = [], True
             for label, need_weights in paths:
-                with kernels.trace() as seen:
+                with dispatch.trace() as seen:
                     run = run_layer(att, batch, dtype, need_weights)
                 got = compare_with_float32(reference, run, batch.real_queries)
                 ok &= got.finite and got.error <= tolerance

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from localnmt import processes
-from localnmt.data.steps import DataError, atomic_path
+from localnmt.atomic import atomic_path
+from localnmt.errors import DataError
 
 
 def binarize(

@@ -9,9 +9,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from localnmt import progress
-from localnmt.data.steps import DataError, atomic_open, atomic_path
+from localnmt.atomic import atomic_open, atomic_path
 from localnmt.data.text_tokenize import map_lines
 from localnmt.data.validate import iter_lines_checked
+from localnmt.errors import DataError
 
 BPE_KINDS = ("subword_nmt", "sentencepiece")
 

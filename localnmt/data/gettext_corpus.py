@@ -17,12 +17,14 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from localnmt.atomic import atomic_open, write_json
 from localnmt.data.gettext_clean import FILTER_ORDER, CleanConfig, clean_pairs, dedup_source
 from localnmt.data.mo_reader import MoFormatError, entry_pairs, read_mo
 from localnmt.data.pipeline import ProcessConfig, process_corpus
 from localnmt.data.split import hash_split
-from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
 from localnmt.digests import sha256_file
+from localnmt.errors import DataError
+from localnmt.steps import Log, StepRunner
 
 DEFAULT_LOCALE_ROOT = Path("/usr/share/locale")
 SPLIT_SEED = "localnmt-gettext-v1"

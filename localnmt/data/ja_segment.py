@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 
 _WS = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b\ufeff\u2028\u2029]")

@@ -27,7 +27,7 @@ def count_lines(data_bin: Path, subset: str, src: str, tgt: str) -> int:
     prefix = Path(data_bin) / f"{subset}.{src}-{tgt}.{src}"
     dataset = data_utils.load_indexed_dataset(str(prefix))
     if dataset is None:  # fairseq returns None for a missing subset
-        from localnmt.data.steps import DataError
+        from localnmt.errors import DataError
 
         raise DataError(f"no binarised subset {prefix}.idx/.bin: prepare the data-bin again")
     return len(dataset)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from localnmt.data.steps import atomic_open
+from localnmt.atomic import atomic_open
 from localnmt.data.validate import iter_lines_checked
 
 

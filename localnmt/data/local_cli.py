@@ -13,10 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
+from localnmt.data.command import run_data_command
 from localnmt.data.fs_errors import writing_to
 from localnmt.data.pipeline import ProcessConfig
 from localnmt.data.positions import MAX_POSITIONS_HELP
-from localnmt.data.steps import Log, run_data_command
+from localnmt.steps import Log
 
 
 def main(

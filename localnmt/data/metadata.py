@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localnmt.data.bpe import model_filename
-from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenizer_name
+from localnmt.errors import DataError
 
 FILENAME = "localnmt_data.json"
 

@@ -29,11 +29,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from localnmt.atomic import atomic_open, write_json
 from localnmt.data.local_cli import main as local_main
 from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus
-from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
 from localnmt.data.validate import iter_lines_checked, validate_parallel
 from localnmt.data.wat17_ja_en import locate
+from localnmt.errors import DataError
+from localnmt.steps import Log, StepRunner
 
 LDC_CORPORA = ("LDC2002E18", "LDC2003E07", "LDC2003E14", "LDC2004T07", "LDC2004T08",
                "LDC2005T06")  # fmt: skip

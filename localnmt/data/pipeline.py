@@ -1,7 +1,7 @@
 """Shared processing: raw parallel text → tokenised → (cleaned) → subwords → data-bin.
 
 Used by the gettext corpus and the WMT pipelines alike. Every step is resumable through
-:class:`~localnmt.data.steps.StepRunner`; nothing here touches the network.
+:class:`~localnmt.steps.StepRunner`; nothing here touches the network.
 """
 
 from __future__ import annotations
@@ -9,14 +9,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from localnmt.atomic import atomic_open, write_json
 from localnmt.data import bpe as bpe_mod
 from localnmt.data.binarize import binarize
 from localnmt.data.layout import raw_dir as layout_raw_dir
 from localnmt.data.length_clean import clean_corpus
 from localnmt.data.positions import DEFAULT_MAX_POSITIONS, flag_long_lines
-from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
 from localnmt.data.text_tokenize import tokenize_file, tokenizer_name
 from localnmt.data.validate import iter_lines_checked, validate_parallel
+from localnmt.errors import DataError
+from localnmt.steps import Log, StepRunner
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from localnmt.data.steps import Log
 from localnmt.data.validate import iter_lines_checked
+from localnmt.steps import Log
 
 #: fairseq's default ``--max-source-positions`` / ``--max-target-positions`` (translation task
 #: and every Transformer architecture), in subword tokens with the end-of-sentence token.

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
+from localnmt.data.command import run_data_command
 from localnmt.data.fs_errors import writing_to
 from localnmt.data.gettext_corpus import PAIRS, prepare_gettext_pair
-from localnmt.data.steps import run_data_command
 
 
 def main(argv: list[str] | None = None) -> int:

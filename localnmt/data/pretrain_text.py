@@ -35,19 +35,15 @@ from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 
+from localnmt.atomic import atomic_open, write_json
 from localnmt.data import bpe as bpe_mod
 from localnmt.data.binarize import binarize_monolingual
+from localnmt.data.command import run_data_command
 from localnmt.data.fs_errors import writing_to
-from localnmt.data.steps import (
-    DataError,
-    Log,
-    StepRunner,
-    atomic_open,
-    run_data_command,
-    write_json,
-)
 from localnmt.data.text_tokenize import tokenize_file
 from localnmt.data.validate import iter_lines_checked
+from localnmt.errors import DataError
+from localnmt.steps import Log, StepRunner
 
 DEFAULT_MERGES = 30000  # BERT's vocabulary is about 30K word pieces
 

@@ -12,7 +12,7 @@ from itertools import islice
 from pathlib import Path
 
 from localnmt import progress
-from localnmt.data.steps import atomic_open
+from localnmt.atomic import atomic_open
 from localnmt.data.validate import iter_lines_checked
 
 _WS = re.compile(r"\s+")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 
 
 def not_regular(path: Path) -> str | None:

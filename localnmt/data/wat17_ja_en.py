@@ -24,10 +24,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from localnmt.atomic import atomic_open, write_json
 from localnmt.data.local_cli import main as local_main
 from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus
-from localnmt.data.steps import DataError, Log, StepRunner, atomic_open, write_json
 from localnmt.data.validate import iter_lines_checked
+from localnmt.errors import DataError
+from localnmt.steps import Log, StepRunner
 
 SEP = " ||| "
 #: split → (files relative to the ASPEC-JE directory, fields per line)

@@ -14,9 +14,11 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from localnmt.atomic import atomic_open, atomic_path, write_json
 from localnmt.data.sgm import sgm_segments
-from localnmt.data.steps import DataError, Log, atomic_open, atomic_path, write_json
 from localnmt.data.validate import iter_lines_checked, validate_parallel
+from localnmt.errors import DataError
+from localnmt.steps import Log
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenizer_for
+from localnmt.errors import DataError
 from localnmt.evaluation.metrics import BleuResult, sacrebleu_score
 from localnmt.evaluation.postprocess import detokenize
 from localnmt.evaluation.scoring import read_lines

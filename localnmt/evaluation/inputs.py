@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 
 
 class ScoringInputError(DataError, ValueError):
     """Hypotheses, references or sources that cannot be scored together (a
-    :class:`~localnmt.data.steps.DataError`, and a ``ValueError`` as before)."""
+    :class:`~localnmt.errors.DataError`, and a ``ValueError`` as before)."""
 
 
 def require_parallel(hyps: Sequence, refs: Sequence, *, system: str | None = None) -> None:

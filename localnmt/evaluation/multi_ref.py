@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU
 
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 from localnmt.evaluation.inputs import ScoringInputError
 from localnmt.evaluation.metrics import BleuResult
 from localnmt.evaluation.scoring import read_lines

@@ -20,7 +20,7 @@ from localnmt.evaluation.significance import paired_bootstrap
 def read_lines(path: Path) -> list[str]:
     """Lines of a text file without their newlines. Only ``\\n`` ends a line (as in fairseq
     and the data pipelines): a U+2028 or U+0085 inside a raw reference does not split it. A
-    missing file or invalid UTF-8 is a :class:`~localnmt.data.steps.DataError` naming the
+    missing file or invalid UTF-8 is a :class:`~localnmt.errors.DataError` naming the
     file and line (:func:`localnmt.data.validate.iter_lines_checked`)."""
     return list(iter_lines_checked(Path(path)))
 

@@ -99,7 +99,7 @@ def average_checkpoints(paths: list[Path]) -> dict:
 def write_average(paths: list[Path], out: Path) -> Path:
     """:func:`average_checkpoints` of ``paths`` saved to ``out``, which appears only once the
     whole file is written (an interrupted save leaves no truncated checkpoint behind)."""
-    from localnmt.data.steps import atomic_path
+    from localnmt.atomic import atomic_path
 
     state = average_checkpoints(paths)
     with atomic_path(out) as tmp:

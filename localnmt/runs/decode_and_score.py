@@ -33,8 +33,7 @@ from pathlib import Path
 
 from localnmt.data.layout import count_lines
 from localnmt.data.metadata import post_processing
-from localnmt.data.steps import DataError
-from localnmt.errors import UsageError, entry_point
+from localnmt.errors import DataError, UsageError, entry_point
 from localnmt.evaluation.breakdown import parse_edges
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines, score, summary, write_lines
@@ -171,7 +170,7 @@ def evaluate_checkpoint(
     ``hyp.txt``, ``ref.txt`` and ``scores.json``.
 
     Everything that can be checked is checked before decoding, each problem a
-    :class:`~localnmt.data.steps.DataError` of one line: the given files exist, decode and
+    :class:`~localnmt.errors.DataError` of one line: the given files exist, decode and
     have one line per test sentence; the checkpoint loads; no test sentence is longer than
     the model's positions."""
     scoring = {k: kwargs.pop(k) for k in ("edges", "bootstrap_samples", "seed") if k in kwargs}

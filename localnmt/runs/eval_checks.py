@@ -1,7 +1,7 @@
 """What evaluation checks before decoding anything: the checkpoint loads (weights only), it
 was trained with the data-bin's dictionaries (their digests, their sizes), every
 test sentence fits the model's positions, and each given file has one line per test sentence.
-Each problem is a :class:`~localnmt.data.steps.DataError` of one line that names the file."""
+Each problem is a :class:`~localnmt.errors.DataError` of one line that names the file."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from localnmt.data.positions import DEFAULT_MAX_POSITIONS, first_too_long, too_long_message
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 from localnmt.provenance import check_data_bin
 from localnmt.runs.model_fit import check_vocabulary
 from localnmt.safe_load import load_checkpoint

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from localnmt import processes, progress
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 from localnmt.paths import default_user_dir  # noqa: F401  (the one --user-dir helper)
 from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
 

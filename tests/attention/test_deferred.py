@@ -7,7 +7,7 @@ import torch
 
 from localnmt.attention.context import AttentionContext, AttentionSite
 from localnmt.attention.deferred import Deferred, stored, stored_shape
-from localnmt.attention.kernels import AttentionProblem
+from localnmt.attention.problem import AttentionProblem
 
 
 def make_context(k) -> AttentionContext:
@@ -25,7 +25,7 @@ def test_first_read_builds_once_and_peeks_do_not():
         return keys * 2
 
     ctx = make_context(Deferred(build, keys.shape))
-    problem = AttentionProblem(ctx=ctx, q=ctx.q, k=stored(ctx, "k"), v=ctx.v)
+    problem = AttentionProblem(site=ctx.site, q=ctx.q, k=stored(ctx, "k"), v=ctx.v)
     assert stored_shape(problem, "k") == (2, 4, 10, 8) and not stored(problem, "k").built
     assert calls == []
     first = problem.k
@@ -43,7 +43,7 @@ def test_a_plain_tensor_is_stored_as_it_is():
 
 def test_slots_stay_required_arguments():
     with pytest.raises(TypeError, match="'v'"):
-        AttentionProblem(ctx=None, q=torch.zeros(1), k=torch.zeros(1))
+        AttentionProblem(site=None, q=torch.zeros(1), k=torch.zeros(1))
 
 
 def test_a_build_of_the_wrong_shape_is_caught():

@@ -6,19 +6,14 @@ and in the low-precision dtype, through the fused kernels (no weights) and throu
 reference (weights). Everything must be finite, and every output at a real query and every
 gradient within ``LOW_PRECISION_TOLERANCE`` of float32: 1e-2 for float16, 1e-1 for bfloat16,
 relative to the larger of the tensor's largest float32 value and 5 % of the layer's largest
-gradient (``localnmt.attention.testing.compare_with_float32``; docs/design.md, "Numerics").
+gradient (``localnmt.check.layer_runs.compare_with_float32``; docs/design.md, "Numerics").
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-
-from localnmt import torch_compat
-from localnmt.attention import kernels
-from localnmt.attention.modifier import modifier_names
-from localnmt.attention.spec import parse_spec
-from localnmt.attention.testing import (
+from helpers.attention import (
     LOW_PRECISION_TOLERANCE,
     METHOD_CASES,
     compare_with_float32,
@@ -26,6 +21,11 @@ from localnmt.attention.testing import (
     padded_batch,
     run_layer,
 )
+
+from localnmt import torch_compat
+from localnmt.attention.modifier import modifier_names
+from localnmt.attention.problem import zero_empty_rows
+from localnmt.attention.spec import parse_spec
 
 DTYPES = [torch.float16, torch.bfloat16]
 
@@ -135,7 +135,7 @@ def test_a_fill_that_overflows_in_float16_fails_these_checks(monkeypatch):
             fill = torch.tensor(-1e9).to(q.dtype)  # float16: −inf
             logits = logits + torch.zeros_like(logits).masked_fill(~allowed, fill)
         out = torch.softmax(logits, dim=-1) @ v
-        return kernels.zero_empty_rows(out, allowed)
+        return zero_empty_rows(out, allowed)
 
     monkeypatch.setattr(sdpa, "masked_sdpa", broken_masked_sdpa)
     with pytest.raises(AssertionError, match="not finite"):

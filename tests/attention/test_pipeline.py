@@ -15,7 +15,7 @@ from localnmt.attention import (
     BandMask,
     LocalAttention,
     QuadraticBias,
-    kernels,
+    dispatch,
     option,
     register_modifier,
 )
@@ -402,10 +402,10 @@ def test_forced_kernel_declining_raises_and_says_why():
     ours = _site_attention("_probe_quadratic").to(torch.bfloat16)
     x, _, pad, _ = inputs("encoder_self", "left")
     why = "kernel 'sdpa' declined .*: a bias with bfloat16 inputs"
-    with pytest.raises(kernels.KernelDeclined, match=why):
-        with kernels.forced_kernel("sdpa"):
+    with pytest.raises(dispatch.KernelDeclined, match=why):
+        with dispatch.forced_kernel("sdpa"):
             ours(x.bfloat16(), x.bfloat16(), x.bfloat16(), key_padding_mask=pad, need_weights=False)
-    assert not kernels.is_forced("sdpa")  # restored after the error
+    assert not dispatch.is_forced("sdpa")  # restored after the error
 
 
 @register_modifier
@@ -424,7 +424,7 @@ def test_query_with_no_allowed_key_attends_to_nothing_on_every_path(side, kernel
     ours = _site_attention("_probe_prev")
     x, _, pad, _ = inputs("encoder_self", side)
     dense, w = ours(x, x, x, key_padding_mask=pad, need_head_weights=True)
-    with kernels.forced_kernel(kernel):
+    with dispatch.forced_kernel(kernel):
         fast, _ = ours(x, x, x, key_padding_mask=pad, need_weights=False)
     real = ~pad.t()
     torch.testing.assert_close(fast[real], dense[real], atol=1e-5, rtol=0)

@@ -14,7 +14,7 @@ from bench import measure, run
 from bench.measure import cpu_peak_memory, interleaved, median_ratio
 from bench.outputs import memory_exponent
 from bench.synthetic import make_batch, make_dictionary
-from localnmt.attention.kernels import kernel_names
+from localnmt.attention.problem import kernel_names
 
 TINY = [
     "--embed-dim",
@@ -252,13 +252,13 @@ def test_band_chunks_benchmark_runs_and_restores_the_chunk_size(capsys) -> None:
     """bench.band_chunks on a tiny config: the allocation line and one row per chunk size (no
     timing asserted); CHUNK_BYTES is left as it was."""
     from bench import band_chunks
-    from localnmt.attention.fast import band
+    from localnmt.attention.fast.autograd import band_windows
 
-    before = band.CHUNK_BYTES
+    before = band_windows.CHUNK_BYTES
     band_chunks.main(["--length", "40", "--batch", "2", "--chunk-mib", "1", "2",
                       "--repeats", "1", "--alloc-mb", "1"])  # fmt: skip
     out = capsys.readouterr().out
-    assert band.CHUNK_BYTES == before
+    assert band_windows.CHUNK_BYTES == before
     assert "zero-fill 1 MiB: fresh tensor" in out
     rows = [line for line in out.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert len(rows) == 2 and all(line.count("|") == 8 for line in rows)

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from localnmt.attention import kernels
+from localnmt.attention import dispatch
 from localnmt.check import main
 
 
@@ -109,7 +109,7 @@ def test_module_entry_point_parses_its_options():
 
 def test_kernels_trace_is_clean_after_a_run(capsys):
     run(capsys, "--quick", "--json", "--methods", "plain", "--sections", "kernels")
-    with kernels.trace() as seen:
+    with dispatch.trace() as seen:
         pass
     assert seen.calls == []
 

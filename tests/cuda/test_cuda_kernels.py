@@ -2,7 +2,7 @@
 band kernel, the folded Gaussian, and fp16 / bf16 training steps of every method family.
 
 Marked ``cuda`` and skipped without a GPU (the suite never needs one); ``scripts/gpu_check.sh``
-runs them. Tolerances as ``localnmt.attention.testing.compare_with_float32`` measures them:
+runs them. Tolerances as ``localnmt.check.layer_runs.compare_with_float32`` measures them:
 float32 kernels 1e-2 against the float32 reference (FlexAttention's and SDPA's CUDA kernels may
 multiply in TF32, 10 mantissa bits like float16), low precision ``LOW_PRECISION_TOLERANCE``.
 """
@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from localnmt.attention import kernels
-from localnmt.attention.testing import (
+from helpers.attention import (
     LOW_PRECISION_TOLERANCE,
     compare_with_float32,
     make_attention,
     padded_batch,
     run_layer,
 )
+
+from localnmt.attention import dispatch
 from localnmt.check.kernel_choice import FAMILIES
 from localnmt.check.tiny_model import build_tiny_model, dictionary, reversal_batch, train_updates
 
@@ -47,7 +47,7 @@ def assert_kernel_matches_reference(site: str, spec: str, kernel: str | None, ex
     batch = padded_batch(site, LENGTH, 64, device=CUDA)
     reference = run_layer(att, batch, torch.float32, need_weights=True, reference=True)
     for dtype in dtypes():
-        with kernels.forced_kernel(kernel), kernels.trace() as seen:
+        with dispatch.forced_kernel(kernel), dispatch.trace() as seen:
             run = run_layer(att, batch, dtype, need_weights=False)
         assert expected in seen.kernels("attention"), (dtype, seen.table())
         got = compare_with_float32(reference, run, batch.real_queries)
@@ -84,7 +84,7 @@ def test_folded_gaussian_on_the_gpu(spec):
     att = make_attention("encoder_self", spec, embed_dim=64, heads=4, train=True)
     batch = padded_batch("encoder_self", LENGTH, 64, device=CUDA)
     reference = run_layer(att, batch, torch.float32, need_weights=True, reference=True)
-    with kernels.forced_kernel("gaussian_fold"), kernels.trace() as seen:
+    with dispatch.forced_kernel("gaussian_fold"), dispatch.trace() as seen:
         run = run_layer(att, batch, torch.float32, need_weights=False)
     assert seen.kernels("attention") == ["gaussian_fold"]
     got = compare_with_float32(reference, run, batch.real_queries)

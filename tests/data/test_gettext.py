@@ -203,7 +203,8 @@ def test_prepare_gettext_end_to_end_and_resume(tmp_path, locale_root):
 
 
 def test_step_runner_fingerprint_chain(tmp_path):
-    from localnmt.data.steps import StepRunner, atomic_open
+    from localnmt.atomic import atomic_open
+    from localnmt.steps import StepRunner
 
     def build(merges: int) -> list[str]:
         logs: list[str] = []

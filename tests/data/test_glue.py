@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from localnmt.data import bpe, glue
-from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenize_moses
+from localnmt.errors import DataError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lang" / "glue"
 PACKAGE_DIR = Path(glue.__file__).resolve().parents[1]

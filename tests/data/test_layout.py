@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from localnmt.data.layout import count_lines
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 
 
 def test_count_lines_of_a_missing_subset_names_it(tmp_path) -> None:

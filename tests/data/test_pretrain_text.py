@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from localnmt.data import glue, pretrain_text
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lang" / "glue"
 REPO = Path(pretrain_text.__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ import pytest
 from localnmt.data import bpe, wmt14_en_de, wmt17_zh_en
 from localnmt.data.length_clean import keep_pair
 from localnmt.data.sgm import sgm_segments
-from localnmt.data.steps import DataError
 from localnmt.data.text_tokenize import tokenize_file, tokenize_moses, tokenize_zh
 from localnmt.data.validate import count_lines_checked, validate_parallel
+from localnmt.errors import DataError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from localnmt.data import wat17_ja_en
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 from localnmt.testing import generate, train
 
 pytest.importorskip("janome")

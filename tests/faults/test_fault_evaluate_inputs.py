@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 from localnmt.runs import decode_and_score as evaluate
 
 TEST_SENTENCES = 24  # the tiny corpus's test set (localnmt.testing.make_tiny_corpus)

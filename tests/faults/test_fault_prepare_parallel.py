@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from localnmt.data.parallel import side_file
-from localnmt.data.steps import DataError
+from localnmt.errors import DataError
 
 NOT_REGULAR = ", not a regular file: the corpus is read more than once (validated, then " \
     "tokenised); give a regular file"  # fmt: skip

@@ -12,8 +12,8 @@ import pytest
 from localnmt.attention import SpecError
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.spec import build_modifiers, parse_spec
-from localnmt.data.steps import DataError
 from localnmt.data.wmt_extract import Text, materialise
+from localnmt.errors import DataError
 from localnmt.quickstart.report import SystemResult, _delta
 
 

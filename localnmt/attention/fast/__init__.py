@@ -1,28 +1,23 @@
-"""The kernels: each module here registers one or more kernels (and nothing else lives here).
+"""The kernels: each module here registers one or more kernels (and nothing else lives here),
+and the one table of the order in which each registry tries them.
 
-Attention kernels (``kernels.register_kernel``, problem ``kernels.AttentionProblem``; the
-dense reference after them), tried from the highest priority down:
-
-- ``shared_source`` (40): beam search's cross-attention with one key row per sentence;
-- ``flex`` (30): FlexAttention block masks for windows and Gaussian biases (CUDA);
-- ``band`` (20): windows in O(T·w), in C on the CPU or in query blocks;
-- ``gaussian_fold`` (20): Gaussian biases folded into two extra q/k dimensions for SDPA;
-- ``sdpa`` (0): fused SDPA with a materialised mask.
-
-Mixture kernels (``mixture.register_kernel``, problem ``mixture.MixtureProblem``; the torch
-ops after them): ``gmm_c_step`` (30), ``gmm_c_raw`` (20), ``gmm_c_params`` (10), in
-``gmm_mixture.py``.
+Attention kernels (``problem.register_kernel``, problem ``problem.AttentionProblem``; the dense
+reference after them) and mixture kernels (``mixture.register_kernel``, problem
+``mixture.MixtureProblem``, in ``gmm_mixture.py``; the torch ops after them): see
+:data:`ATTENTION_ORDER` and :data:`MIXTURE_ORDER`. The first kernel whose check finds no reason
+to decline runs; the order is set here, never by the order of imports.
 
 Helpers, not kernels, in their own wings: ``native/`` (the C runtime: loading the optional
 extensions, threads, and the torch wrappers of each C kernel; only kernels call it) and
 ``autograd/`` (hand-written backward passes in torch ops). No module under ``fast/`` imports a
 method: what a kernel needs of a method is a typed field of its problem.
 
-Every kernel must give the reference path's numbers (tests prove it) and decline, with a
-reason, any problem it cannot compute exactly (docs/design.md, "Kernels").
+Every kernel must give the reference path's numbers (tests prove it) and decline, with its
+reasons, any problem it cannot compute exactly (docs/design.md, "Kernels").
 """
 
-from localnmt.attention.fast import (  # noqa: F401  (registration side effects)
+from localnmt.attention import mixture, problem
+from localnmt.attention.fast import (  # noqa: F401  (each registers its kernels)
     band,
     flex,
     gaussian_fold,
@@ -31,5 +26,22 @@ from localnmt.attention.fast import (  # noqa: F401  (registration side effects)
     shared_source,
 )
 
-#: The kernel modules, in the order above (tests check that each registers a kernel).
+#: The attention kernels, first tried first (``AttentionProblem``; the dense reference after).
+ATTENTION_ORDER = (
+    "shared_source",  # beam search's grouped source keys (all others decline them)
+    "flex",  # FlexAttention block masks for windows and Gaussians (CUDA)
+    "band",  # windows in O(T·w): C on the CPU, query blocks elsewhere (no bias)
+    "gaussian_fold",  # Gaussian biases as two extra q/k dimensions for SDPA (band takes none)
+    "sdpa",  # fused SDPA with a materialised mask: takes almost anything
+)
+#: The mixture kernels of GMM cross-attention (``MixtureProblem``; the torch ops after).
+MIXTURE_ORDER = (
+    "gmm_c_step",  # a decoding step of variant approx in one C call
+    "gmm_c_raw",  # eq. 6 and 10-14 of approx from the raw outputs, forward and backward in C
+    "gmm_c_params",  # eq. 6 and 13 from the parameters in C
+)
+problem.REGISTRY.arrange(ATTENTION_ORDER)
+mixture.REGISTRY.arrange(MIXTURE_ORDER)
+
+#: The kernel modules (tests check that each registers a kernel).
 KERNEL_MODULES = ("shared_source", "flex", "band", "gaussian_fold", "sdpa", "gmm_mixture")

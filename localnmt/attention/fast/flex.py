@@ -11,7 +11,7 @@ Stacked key groups (2D-CSAN) are ``G`` copies of the same positions: key ``kv`` 
 ``kv mod Tk``.
 
 Taken automatically on CUDA when torch has FlexAttention and the problem has a window
-(``bands``); elsewhere only when forced (``kernels.forced_kernel("flex")``): on CPU, torch's
+(``bands``); elsewhere only when forced (``dispatch.forced_kernel("flex")``): on CPU, torch's
 FlexAttention has no backward and its unfused fallback materialises every score, so the CPU
 uses ``band`` / SDPA instead. Declines dense masks and dense biases (SDPA takes those),
 dropout (FlexAttention has none), cross-attention, and CPU problems that need gradients.
@@ -28,14 +28,15 @@ import os
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from localnmt.attention.deferred import stored, stored_shape
 from localnmt.attention.dispatch import Declined, is_forced
-from localnmt.attention.kernels import AttentionProblem, register_kernel
+from localnmt.attention.problem import AttentionProblem, register_kernel
 
 #: Shortest sequence taken automatically on CUDA (below it a window saves few key blocks
 #: of 128, FlexAttention's block size, and SDPA with a mask is as fast).
@@ -188,43 +189,57 @@ def _block_mask(problem: AttentionProblem, left: Tensor, right: Tensor, groups: 
     return block_mask
 
 
-def _check(problem: AttentionProblem) -> str | None:
+def _inputs(problem: AttentionProblem) -> list[Tensor]:
+    """q, k and v as stored, a deferred key layout (2D-CSAN) by the keys it is built from: a
+    check builds nothing."""
+    found = [problem.q]
+    for name in ("k", "v"):
+        value = stored(problem, name)
+        if isinstance(value, Tensor):
+            found.append(value)
+        elif problem.head_area is not None:
+            found.append(getattr(problem.head_area, name))
+    return found
+
+
+def check(problem: AttentionProblem) -> Iterator[str]:
+    """Every reason FlexAttention cannot take ``problem`` (off or missing: that one alone)."""
     forced = is_forced("flex")
     if _disabled:
-        return "turned off (LOCALNMT_FLEX=0, or it failed before)"
+        yield "turned off (LOCALNMT_FLEX=0, or it failed before)"
+        return
     if not available():
         _tell_unavailable(problem, forced)
-        return unavailable_reason() or f"this torch ({torch.__version__}) has no FlexAttention"
+        yield unavailable_reason() or f"this torch ({torch.__version__}) has no FlexAttention"
+        return
     if not forced and problem.q.device.type != "cuda":
-        return "CUDA only unless forced (no backward on CPU; the CPU has band and SDPA)"
+        yield "CUDA only unless forced (no backward on CPU; the CPU has band and SDPA)"
     if not forced and not problem.bands:
-        return "no window (band) restricts the keys"
+        yield "no window (band) restricts the keys"
     if problem.allowed is not None:
-        return "a dense mask (SDPA takes it)"
+        yield "a dense mask (SDPA takes it)"
     if problem.dense_bias is not None:
-        return "a dense bias (SDPA takes it)"
+        yield "a dense bias (SDPA takes it)"
     if problem.dropout_p > 0:
-        return "attention dropout (FlexAttention has none)"
-    if problem.ctx.site.kind == "cross":
-        return "cross-attention"
-    needs_grad = torch.is_grad_enabled() and any(
-        t.requires_grad for t in (problem.q, problem.k, problem.v)
-    )
+        yield "attention dropout (FlexAttention has none)"
+    if problem.site.kind == "cross":
+        yield "cross-attention"
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in _inputs(problem))
     if problem.q.device.type == "cpu" and needs_grad:
-        return "needs gradients on the CPU (no FlexAttention backward there)"
+        yield "needs gradients on the CPU (no FlexAttention backward there)"
     groups = problem.stacked_groups
     tq = problem.q.size(2)
-    tk = problem.k.size(2) // groups
-    if tk * groups != problem.k.size(2) or tq > tk:
-        return "more queries than keys"
+    tk_all = stored_shape(problem, "k")[2]
+    tk = tk_all // groups
+    if tk * groups != tk_all or tq > tk:
+        yield "more queries than keys"
     if problem.quadratic and groups != 1:
-        return "a Gaussian bias with stacked key groups"
+        yield "a Gaussian bias with stacked key groups"
     if not forced and tk < MIN_LENGTH:
-        return f"Tk = {tk} < {MIN_LENGTH}, where SDPA with a mask is as fast"
-    return None
+        yield f"Tk = {tk} < {MIN_LENGTH}, where SDPA with a mask is as fast"
 
 
-@register_kernel("flex", priority=30, check=_check)
+@register_kernel("flex", check=check)
 def flex_kernel(problem: AttentionProblem) -> Tensor | Declined:
     """FlexAttention with a block mask for the window (and a ``score_mod`` for Gaussians)."""
     global _disabled
@@ -239,7 +254,7 @@ def flex_kernel(problem: AttentionProblem) -> Tensor | Declined:
         for quad in problem.quadratic:
             a, c, s = (t.expand(bsz, heads, tq).contiguous() for t in quad.vertex_form())
             terms.append((a, c, s))
-        score_mod = make_score_mod(terms, problem.ctx.key_positions.float(), tk)
+        score_mod = make_score_mod(terms, problem.key_positions.float(), tk)
     try:
         block_mask = _block_mask(problem, left, right, groups)
         with warnings.catch_warnings():  # CPU: the unfused fallback says so on every call

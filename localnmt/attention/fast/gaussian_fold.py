@@ -19,12 +19,14 @@ quadratic terms entirely, so other dtypes decline.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from localnmt.attention.dispatch import Declined
-from localnmt.attention.kernels import AttentionProblem, masked_sdpa, register_kernel
+from localnmt.attention.problem import AttentionProblem, masked_sdpa, register_kernel
 
 #: Largest folded-term magnitude accepted (see the module docstring).
 MAX_FOLD_MAGNITUDE = 4096.0
@@ -35,7 +37,7 @@ def fold(problem: AttentionProblem) -> tuple[Tensor, Tensor] | None:
     accurate enough."""
     a = sum(quad.a.float() for quad in problem.quadratic)
     b = sum(quad.b.float() for quad in problem.quadratic)
-    j = problem.ctx.key_positions.float()  # (B, Tk)
+    j = problem.key_positions.float()  # (B, Tk)
     center = j.amax(dim=1, keepdim=True) / 2  # (B, 1)
     jc = j - center
     b = b + 2 * a * center[:, :, None]  # (B, H|1, Tq)
@@ -53,18 +55,18 @@ def fold(problem: AttentionProblem) -> tuple[Tensor, Tensor] | None:
     return q, k
 
 
-def _check(problem: AttentionProblem) -> str | None:
+def check(problem: AttentionProblem) -> Iterator[str]:
+    """Every reason the fold cannot take ``problem``."""
     if not problem.quadratic:
-        return "no Gaussian (quadratic) bias to fold"
+        yield "no Gaussian (quadratic) bias to fold"
     if problem.dense_bias is not None:
-        return "a dense bias"
+        yield "a dense bias"
     if problem.q.dtype != torch.float32:
         dtype = str(problem.q.dtype).removeprefix("torch.")
-        return f"{dtype} inputs (the folded terms need float32)"
-    return None
+        yield f"{dtype} inputs (the folded terms need float32)"
 
 
-@register_kernel("gaussian_fold", priority=20, check=_check)
+@register_kernel("gaussian_fold", check=check)
 def gaussian_fold_kernel(problem: AttentionProblem) -> Tensor | Declined:
     """SDPA on ``[q, a, b']·[k, j'², j']`` with the boolean restrictions as a mask."""
     folded = fold(problem)
@@ -96,7 +98,7 @@ def benchmark(
     import statistics
     import time
 
-    from localnmt.attention import AttentionSite, LocalAttention, kernels
+    from localnmt.attention import AttentionSite, LocalAttention, dispatch
     from localnmt.attention.spec import build_modifiers, parse_spec
 
     site = AttentionSite("encoder_self", 0, num_layers=1, embed_dim=512, num_heads=8)
@@ -110,7 +112,7 @@ def benchmark(
     )
 
     def step(kernel: str, x: Tensor, mask: Tensor) -> float:
-        with kernels.forced_kernel(kernel):
+        with dispatch.forced_kernel(kernel):
             start = time.perf_counter()
             out, _ = att(x, x, x, key_padding_mask=mask, need_weights=False)
             out.sum().backward()

@@ -51,7 +51,7 @@ def _step_check(problem: MixtureProblem) -> str | None:
     return _float32_cpu(problem.outputs, problem.probs, problem.positions, problem.length)
 
 
-@register_kernel("gmm_c_step", priority=30, check=_step_check)
+@register_kernel("gmm_c_step", check=_step_check)
 def gmm_c_step(problem: MixtureProblem) -> Tensor | Declined:
     """γ of one decoding step, eq. 6 and 10-13 in one C call."""
     assert problem.layout is not None and problem.probs is not None
@@ -82,7 +82,7 @@ def _reference(problem: MixtureProblem):
     return parameters
 
 
-@register_kernel("gmm_c_raw", priority=20, check=_raw_check)
+@register_kernel("gmm_c_raw", check=_raw_check)
 def gmm_c_raw(problem: MixtureProblem) -> Tensor | Declined:
     """γ (or g·β) from the raw predictor outputs, eq. 6 and 10-14 in C."""
     assert problem.layout is not None
@@ -102,7 +102,7 @@ def _params_check(problem: MixtureProblem) -> str | None:
     return _float32_cpu(problem.positions, problem.alpha)
 
 
-@register_kernel("gmm_c_params", priority=10, check=_params_check)
+@register_kernel("gmm_c_params", check=_params_check)
 def gmm_c_params(problem: MixtureProblem) -> Tensor | Declined:
     """γ (or g·β) from the mixture's parameters (torch ops), eq. 6 and 13 in C."""
     params, gate = problem.parameters()

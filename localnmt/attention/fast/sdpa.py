@@ -1,24 +1,26 @@
-"""Kernel ``sdpa`` (priority 0): fused ``scaled_dot_product_attention`` with the restrictions
-as one materialised bool mask and the biases as one float32 tensor. It takes almost anything:
-the last kernel before the dense reference."""
+"""Kernel ``sdpa``: fused ``scaled_dot_product_attention`` with the restrictions as one
+materialised bool mask and the biases as one float32 tensor. It takes almost anything: the
+last kernel before the dense reference (``fast/__init__.py``'s order)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from localnmt.attention.kernels import AttentionProblem, masked_sdpa, register_kernel
+from localnmt.attention.problem import AttentionProblem, masked_sdpa, register_kernel
 
 
-def _check(problem: AttentionProblem) -> str | None:
+def check(problem: AttentionProblem) -> Iterator[str]:
+    """Every reason fused SDPA cannot take ``problem``."""
     if problem.has_bias and problem.q.dtype != torch.float32:
         dtype = str(problem.q.dtype).removeprefix("torch.")
-        return f"a bias with {dtype} inputs (biases stay float32, as on the reference path)"
-    return None
+        yield f"a bias with {dtype} inputs (biases stay float32, as on the reference path)"
 
 
-@register_kernel("sdpa", priority=0, check=_check)
+@register_kernel("sdpa", check=check)
 def sdpa_kernel(problem: AttentionProblem) -> Tensor:
     """Fused SDPA; the causal triangle alone (square, no other restriction or bias) as
     ``is_causal`` without a mask."""

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from localnmt.attention.context import AttentionContext, AttentionSite, QuadraticBias
+from localnmt.attention.context import (
+    AttentionContext,
+    AttentionSite,
+    CacheKey,
+    QuadraticBias,
+)
 from localnmt.attention.methods.neighbor import ScalarPredictor, predictor_bytes, predictor_hidden
 from localnmt.attention.modifier import (
     AttentionModifier,
@@ -30,8 +35,6 @@ from localnmt.attention.modifier import (
     register_modifier,
 )
 from localnmt.attention.record import tensor_field
-
-CENTRE = "centre"
 
 
 @dataclass
@@ -74,13 +77,16 @@ class LocalHard(AttentionModifier):
         self.centre = ScalarPredictor(site.embed_dim, hidden, site.num_heads)
 
     def _centre(self, ctx: AttentionContext) -> Tensor:
-        if ctx.extras.get(self.state_prefix + CENTRE) is None:
+        """P of this call, computed once (the bias and the window share it)."""
+
+        def build() -> Tensor:
             length = ctx.key_lengths[:, None, :]
             centre = (length - 1.0) * self.centre(ctx.q)  # (B, H, Tq)
-            ctx.extras[self.state_prefix + CENTRE] = centre
             if ctx.recording:
                 ctx.keep(LocalHardRecord(centre=centre))
-        return ctx.extras[self.state_prefix + CENTRE]
+            return centre
+
+        return ctx.cache.get(CacheKey[Tensor]("local_hard centre", self), build)
 
     def bias(self, ctx: AttentionContext) -> QuadraticBias:
         centre = self._centre(ctx)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from localnmt.attention.context import AttentionContext, AttentionSite
+from localnmt.attention.context import AttentionContext, AttentionSite, CacheKey
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 
 
@@ -69,22 +69,22 @@ class RelativePosition(AttentionModifier):
             return None
         if ctx.key_padding_mask is not None or ctx.positions_computed:
             return None
-        k = self.options.clip
-        key = f"rel_pos.step_buckets.{k}"
-        if key not in ctx.extras:
-            tk = ctx.k.size(2)  # j − (Tk − 1) ≤ 0, so only the lower clip applies
-            ctx.extras[key] = torch.arange(k + 1 - tk, k + 1, device=ctx.k.device).clamp_(min=0)
-        return ctx.extras[key]
+        k, tk = self.options.clip, ctx.k.size(2)  # j − (Tk − 1) ≤ 0: only the lower clip
+        return ctx.cache.get(
+            CacheKey[Tensor]("rel_pos step buckets", k),
+            lambda: torch.arange(k + 1 - tk, k + 1, device=ctx.k.device).clamp_(min=0),
+        )
 
     def buckets(self, ctx: AttentionContext) -> Tensor:
         """``clip(j − i, k) + k`` as int64 ``(B, 1, Tq, Tk)`` (eq. 5), computed once per call
         (the bias and the value term share it)."""
         k = self.options.clip
-        key = f"rel_pos.buckets.{k}"
-        if key not in ctx.extras:
+
+        def build() -> Tensor:
             rel = ctx.key_positions[:, None, :] - ctx.query_positions[:, :, None]
-            ctx.extras[key] = (rel.round().long().clamp(-k, k) + k).unsqueeze(1)
-        return ctx.extras[key]
+            return (rel.round().long().clamp(-k, k) + k).unsqueeze(1)
+
+        return ctx.cache.get(CacheKey[Tensor]("rel_pos buckets", k), build)
 
     def bias(self, ctx: AttentionContext) -> Tensor:
         """``q_i · a^K_ij`` (q is already scaled by 1/√d), float32 ``(B, H, Tq, Tk)``."""

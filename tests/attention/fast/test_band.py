@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from localnmt.attention import head_area, kernels
-from localnmt.attention.fast import band
-from localnmt.attention.fast.band import MIN_LENGTH, MIN_LENGTH_GROUPED, band_attention
-from localnmt.attention.fast.native import band as native_band
-from localnmt.attention.testing import (
+from helpers.attention import (
     assert_layer_kernels_agree,
     assert_same_at_real_queries,
     band_inputs,
     dense_band,
     make_attention,
 )
-from localnmt.attention.testing import stacked_heads as stacked
+from helpers.attention import stacked_heads as stacked
+
+from localnmt.attention import dispatch, head_area
+from localnmt.attention.fast import band
+from localnmt.attention.fast.autograd import band_windows
+from localnmt.attention.fast.band import MIN_LENGTH, MIN_LENGTH_GROUPED, band_attention
+from localnmt.attention.fast.native import band as native_band
 
 inputs = band_inputs
 
@@ -36,7 +37,7 @@ def one_sentence_chunks(monkeypatch):
     """The CPU path in chunks of one sentence; yields the list of chunk sizes the fused op
     saw (forward calls), so a test can check the chunked path ran."""
     seen: list[int] = []
-    op = band._FLASH_CPU
+    op = band_windows.FLASH_CPU
     if op is None:
         pytest.skip("this torch has no fused CPU attention op with attn_mask: SDPA path only")
 
@@ -44,8 +45,8 @@ def one_sentence_chunks(monkeypatch):
         seen.append(q.size(0))
         return op(q, *args, **kwargs)
 
-    monkeypatch.setattr(band, "CHUNK_BYTES", 1)
-    monkeypatch.setattr(band, "_FLASH_CPU", counting)
+    monkeypatch.setattr(band_windows, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(band_windows, "FLASH_CPU", counting)
     return seen
 
 
@@ -99,7 +100,7 @@ def test_chunked_cpu_path_equals_the_sdpa_path(area, one_sentence_chunks, monkey
     lt, rt = torch.tensor([1, 7, 0, 3]), torch.tensor([2, 0, 9, 3])
     got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, block=8, area=area)
     assert one_sentence_chunks  # the chunked path ran
-    monkeypatch.setattr(band, "_FLASH_CPU", None)
+    monkeypatch.setattr(band_windows, "FLASH_CPU", None)
     want = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, block=8, area=area)
     real = ~pad[:, None, :, None]
     torch.testing.assert_close(got * real, want * real, atol=1e-6, rtol=1e-6)
@@ -119,20 +120,20 @@ def test_layer_band_equals_layer_sdpa(spec, kind):
     assert_layer_kernels_agree(spec, kind, ("band", "sdpa"), MIN_LENGTH + 4)
 
 
-@pytest.mark.skipif(band._FLASH_CPU is None, reason="this torch has no fused CPU attention op")
+@pytest.mark.skipif(band_windows.FLASH_CPU is None, reason="no fused CPU attention op in torch")
 def test_chunked_cpu_path_only_without_dropout():
     """Dropout goes through F.scaled_dot_product_attention (the fused CPU op has none); so do
     dtypes the op does not take."""
     q = torch.zeros(1, 1, 8, 4)
-    assert band._chunked_flash_applies(q, 0.0)
-    assert not band._chunked_flash_applies(q, 0.1)
-    assert not band._chunked_flash_applies(q.double(), 0.0)
+    assert band_windows.chunked_flash_applies(q, 0.0)
+    assert not band_windows.chunked_flash_applies(q, 0.1)
+    assert not band_windows.chunked_flash_applies(q.double(), 0.0)
 
 
 def test_without_the_fused_cpu_op_the_sdpa_path_runs(monkeypatch):
     """A torch without the op (or its attn_mask argument) keeps the SDPA path, same numbers."""
-    monkeypatch.setattr(band, "_FLASH_CPU", None)
-    assert not band._chunked_flash_applies(torch.zeros(1, 1, 8, 4), 0.0)
+    monkeypatch.setattr(band_windows, "FLASH_CPU", None)
+    assert not band_windows.chunked_flash_applies(torch.zeros(1, 1, 8, 4), 0.0)
     q, k, v, pad, kpad = inputs("left")
     lt = rt = torch.full((4,), 5)
     got = band_attention(q, k, v, lt, rt, key_padding_mask=kpad, block=8)
@@ -155,12 +156,12 @@ def test_declines_short_problems_with_a_reason():
     chosen = []
     for t in (MIN_LENGTH // 2, MIN_LENGTH):
         x = torch.randn(t, 1, 16)
-        with kernels.trace() as seen:
+        with dispatch.trace() as seen:
             att(x, x, x, need_weights=False)
         (call,) = seen.calls
         chosen.append(call.kernel)
         if call.kernel != "band":
-            assert f"T = {t} < {MIN_LENGTH}" in call.declined["band"]
+            assert f"T = {t} < {MIN_LENGTH}" in dispatch.joined(call.declined["band"])
     assert chosen == ["sdpa", "band"]
 
 
@@ -169,9 +170,9 @@ def test_declines_biased_problems_with_a_reason():
         "encoder_self", "csan_1d[window=3] + localness", embed_dim=16, heads=2, train=True
     )
     x = torch.randn(MIN_LENGTH, 1, 16)
-    with kernels.trace(explain=True) as seen:
+    with dispatch.trace(explain=True) as seen:
         att(x, x, x, need_weights=False)
-    assert seen.calls[0].declined["band"] == "a bias"
+    assert seen.calls[0].declined["band"] == ["a bias"]
 
 
 def test_csan_2d_takes_the_band_from_its_own_threshold():
@@ -181,7 +182,7 @@ def test_csan_2d_takes_the_band_from_its_own_threshold():
     chosen = []
     for t in (MIN_LENGTH_GROUPED // 2, MIN_LENGTH_GROUPED):
         x = torch.randn(t, 2, 16)
-        with kernels.trace() as seen:
+        with dispatch.trace() as seen:
             fast, _ = att(x, x, x, need_weights=False)
         chosen.append(seen.kernels())
         dense, _ = att(x, x, x, need_weights=True)
@@ -242,7 +243,7 @@ def test_csan_2d_kernel_takes_the_head_area_path(monkeypatch):
     grads = []
     for forced, need_weights in ((True, False), (False, True)):
         xi = x.clone().requires_grad_()
-        with kernels.forced_kernel("band" if forced else None):
+        with dispatch.forced_kernel("band" if forced else None):
             out, _ = att(xi, xi, xi, need_weights=need_weights)
         out.square().sum().backward()
         grads.append((out.detach(), xi.grad))

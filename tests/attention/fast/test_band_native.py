@@ -8,12 +8,13 @@ import sysconfig
 
 import pytest
 import torch
+from helpers import attention as testing
+from helpers.attention import CountCalls, band_inputs, stacked_heads
 
-from localnmt.attention import kernels, testing
+from localnmt.attention import dispatch
 from localnmt.attention.fast import band
 from localnmt.attention.fast.band import band_attention
 from localnmt.attention.fast.native import band as band_cpu
-from localnmt.attention.testing import CountCalls, band_inputs, stacked_heads
 
 C_EXTENSION = band_cpu._band  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(
@@ -359,9 +360,10 @@ def test_wide_bands_keep_the_length_rules(c_calls):
         att = testing.make_attention("encoder_self", spec, embed_dim=16, heads=4, train=True)
         x = torch.randn(band.MIN_LENGTH // 2, 2, 16)
         before = c_calls.forwards
-        with torch.no_grad(), kernels.trace() as seen:
+        with torch.no_grad(), dispatch.trace() as seen:
             att(x, x, x, need_weights=False)
         taken.append(c_calls.forwards > before)
     assert taken == [True, False]
     (call,) = seen.calls  # the wide window: declined, and the reason names the C kernel's limit
-    assert f"window of {band.C_WINDOW + 1} keys > {band.C_WINDOW}" in call.declined["band"]
+    why = dispatch.joined(call.declined["band"])
+    assert f"window of {band.C_WINDOW + 1} keys > {band.C_WINDOW}" in why

@@ -6,10 +6,11 @@ import logging
 
 import pytest
 import torch
+from helpers.attention import make_attention, mixed_padding
 
-from localnmt.attention import dispatch, kernels
+from localnmt.attention import dispatch
 from localnmt.attention.fast.native import band as native_band
-from localnmt.attention.testing import make_attention, mixed_padding
+from localnmt.attention.problem import REGISTRY, dense_attention, kernel_names, register_kernel
 
 SPECS = [  # (site, spec): every family, with windows, biases, post stages and value terms
     ("encoder_self", ""),
@@ -37,7 +38,7 @@ def run_traced(site: str, spec: str, length: int, dtype=torch.float32, train: bo
     mask = None if causal else mixed_padding(4, length + 3 * (site == "cross"), 2, "left")
     future = torch.triu(torch.full((length, length), float("-inf")), 1) if causal else None
     keys = mem if site == "cross" else x
-    with kernels.trace(explain=True) as seen:
+    with dispatch.trace(explain=True) as seen:
         out, _ = att(x, keys, keys, key_padding_mask=mask, attn_mask=future, need_weights=False)
     return seen, out
 
@@ -55,7 +56,9 @@ def test_every_call_names_its_kernel_and_every_decline_a_reason(site, spec, leng
             assert call.detail and call.detail[0]  # the caller said why it took the reference
             continue
         assert call.kernel not in call.declined
-        assert all(isinstance(why, str) and why for why in call.declined.values())
+        assert all(  # every kernel: reasons, each a non-empty line
+            why and all(isinstance(r, str) and r for r in why) for why in call.declined.values()
+        )
         # explain=True: every other kernel was asked (those below: whether it would accept)
         assert set(call.declined) == set(registry.names()) - {call.kernel}
 
@@ -77,7 +80,7 @@ def test_the_trace_reports_the_expected_kernels():
 def test_weights_take_the_dense_reference_and_say_why():
     att = make_attention("encoder_self", "csan_1d[window=3]", embed_dim=16, heads=4)
     x = torch.randn(7, 2, 16)
-    with kernels.trace() as seen:
+    with dispatch.trace() as seen:
         att(x, x, x, need_weights=True)
     (call,) = seen.calls
     assert (call.kernel, call.detail) == ("dense", ["weights requested"])
@@ -88,57 +91,59 @@ def test_explain_asks_every_kernel_without_running_one(monkeypatch):
     seen, _ = run_traced("encoder_self", "", 9)
     (call,) = seen.calls
     assert call.kernel == "sdpa"
-    assert call.declined["band"] == "no window (band) restricts the keys"
-    assert call.declined["gaussian_fold"] == "no Gaussian (quadratic) bias to fold"
-    assert call.declined["shared_source"] == "one key row per query row (no shared source)"
+    assert call.declined["band"] == ["no window (band) restricts the keys"]
+    assert call.declined["gaussian_fold"] == ["no Gaussian (quadratic) bias to fold"]
+    assert call.declined["shared_source"] == ["one key row per query row (no shared source)"]
 
 
 def test_forcing_an_unknown_kernel_lists_the_known_ones():
     with pytest.raises(ValueError, match="unknown kernel 'nope' .*band.*dense.*gmm_c_step"):
-        with kernels.forced_kernel("nope"):
+        with dispatch.forced_kernel("nope"):
             pass
 
 
 def test_forcing_the_reference_runs_it():
     att = make_attention("encoder_self", "csan_1d[window=5]", embed_dim=16, heads=4)
     x = torch.randn(300, 2, 16)
-    with kernels.forced_kernel("dense"), kernels.trace() as seen:
+    with dispatch.forced_kernel("dense"), dispatch.trace() as seen:
         forced, _ = att(x, x, x, need_weights=False)
     assert seen.kernels() == ["dense"] and seen.calls[0].forced == "dense"
     auto, _ = att(x, x, x, need_weights=False)
     torch.testing.assert_close(forced, auto, atol=1e-5, rtol=1e-5)
 
 
-def test_a_new_kernel_is_tried_by_priority_and_its_declines_are_reported():
+def test_a_new_kernel_is_tried_in_its_place_and_its_declines_are_reported():
     calls = []
+    order = REGISTRY.names()
 
     def check(problem):
         return "odd length" if problem.q.size(2) % 2 else None
 
-    @kernels.register_kernel("test_probe", priority=99, check=check)
+    @register_kernel("test_probe", check=check)
     def probe(problem):
         calls.append(problem.q.size(2))
         if problem.q.size(2) == 4:
             return dispatch.Declined("four is too few")
         if problem.q.size(2) == 6:
             return None  # a kernel written before decline reasons
-        return kernels.dense_attention(problem)[0]
+        return dense_attention(problem)[0]
 
     try:
+        REGISTRY.arrange(("test_probe", *order))
         att = make_attention("encoder_self", "", embed_dim=16, heads=4)
         traces = {}
         for t in (3, 4, 6, 8):
             x = torch.randn(t, 2, 16)
-            with kernels.trace() as traces[t]:
+            with dispatch.trace() as traces[t]:
                 att(x, x, x, need_weights=False)
         assert calls == [4, 6, 8]  # the check kept length 3 from running it
-        assert traces[3].calls[0].declined["test_probe"] == "odd length"
-        assert traces[4].calls[0].declined["test_probe"] == "four is too few"
-        assert traces[6].calls[0].declined["test_probe"] == "declined"
+        assert traces[3].calls[0].declined["test_probe"] == ["odd length"]
+        assert traces[4].calls[0].declined["test_probe"] == ["four is too few"]
+        assert traces[6].calls[0].declined["test_probe"] == ["declined"]
         assert [t.kernels() for t in traces.values()] == [["sdpa"]] * 3 + [["test_probe"]]
     finally:
-        kernels.REGISTRY.unregister("test_probe")
-    assert "test_probe" not in kernels.kernel_names()
+        REGISTRY.unregister("test_probe")
+    assert kernel_names() == order
 
 
 def test_debug_log_names_the_kernel(caplog):
@@ -152,8 +157,46 @@ def test_debug_log_names_the_kernel(caplog):
 def test_nothing_is_recorded_outside_a_trace():
     att = make_attention("encoder_self", "", embed_dim=16, heads=4)
     x = torch.randn(5, 2, 16)
-    with kernels.trace() as outer:
-        with kernels.trace() as inner:
+    with dispatch.trace() as outer:
+        with dispatch.trace() as inner:
             att(x, x, x, need_weights=False)
         att(x, x, x, need_weights=False)
     assert len(inner.calls) == 1 and len(outer.calls) == 1  # the innermost block records
+
+
+def test_the_order_is_one_table_naming_each_kernel_once():
+    from localnmt.attention import fast, mixture
+
+    assert kernel_names() == list(fast.ATTENTION_ORDER)
+    assert mixture.REGISTRY.names() == list(fast.MIXTURE_ORDER)
+    order = REGISTRY.names()
+    with pytest.raises(ValueError, match="does not name each registered kernel once"):
+        REGISTRY.arrange(order[:-1])
+    with pytest.raises(ValueError, match="does not name each registered kernel once"):
+        REGISTRY.arrange([*order, "sdpa"])
+    assert REGISTRY.names() == order  # a refused order changes nothing
+
+
+def test_dispatch_imports_no_kernel():
+    """The registries are filled where the package is assembled (``fast/__init__.py``), not
+    by an import inside the dispatch (which made a circle through every kernel module)."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(dispatch.__file__).read_text())
+    imported = {
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    assert not {m for m in imported if m and m.startswith("localnmt.attention")}, imported
+
+
+def test_a_forced_kernel_that_declines_gives_every_reason():
+    att = make_attention("encoder_self", "localness", embed_dim=16, heads=4).to(torch.bfloat16)
+    x = torch.randn(5, 2, 16, dtype=torch.bfloat16)
+    with dispatch.forced_kernel("band"), pytest.raises(dispatch.KernelDeclined) as err:
+        att(x, x, x, need_weights=False)
+    assert err.value.reasons == ["no window (band) restricts the keys", "a bias"]
+    assert "no window (band) restricts the keys; a bias" in str(err.value)

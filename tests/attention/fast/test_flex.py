@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import AttentionSite, LocalAttention, kernels, testing
+from localnmt.attention import AttentionSite, LocalAttention, dispatch
 from localnmt.attention.fast import flex
+from localnmt.attention.problem import explain, fast_attention
 
 pytestmark = pytest.mark.skipif(not flex.available(), reason="torch without FlexAttention")
 
@@ -21,7 +23,7 @@ def make_attention(kind: str, spec: str) -> LocalAttention:
 
 @pytest.fixture
 def force_flex():
-    with kernels.forced_kernel("flex"):
+    with dispatch.forced_kernel("flex"):
         yield
 
 
@@ -130,32 +132,51 @@ def test_new_mask_at_the_old_address_gets_its_own_block_mask(force_flex, spec):
 
 
 def test_declines_with_reasons():
-    from localnmt.attention.context import AttentionContext, BandMask
-    from localnmt.attention.kernels import AttentionProblem
+    from localnmt.attention.context import BandMask
+    from localnmt.attention.problem import AttentionProblem
 
     q = torch.randn(1, 2, 300, 8)
     site = AttentionSite("encoder_self", 0, 1, 16, 2)
-    ctx = AttentionContext(site=site, query_input=q, q=q, k=q, v=q, key_padding_mask=None)
     band = [BandMask(3, 3)]
 
-    def reason(problem: AttentionProblem) -> str | None:
-        return kernels.explain(problem)["flex"]
+    def reason(problem: AttentionProblem) -> str:
+        return "; ".join(explain(problem)["flex"])
 
     # on CPU it is never chosen automatically
-    assert "CUDA only" in reason(AttentionProblem(ctx, q, q, q, bands=band))
-    with kernels.forced_kernel("flex"):
-        taken = AttentionProblem(ctx, q, q, q, bands=band)
-        assert reason(taken) is None and kernels.fast_attention(taken) is not None
-        assert "dropout" in reason(AttentionProblem(ctx, q, q, q, bands=band, dropout_p=0.1))
+    assert "CUDA only" in reason(AttentionProblem(site, q, q, q, bands=band))
+    with dispatch.forced_kernel("flex"):
+        taken = AttentionProblem(site, q, q, q, bands=band)
+        assert reason(taken) == "" and fast_attention(taken) is not None
+        assert "dropout" in reason(AttentionProblem(site, q, q, q, bands=band, dropout_p=0.1))
         dense = torch.ones(300, 300, dtype=torch.bool)
-        assert "dense mask" in reason(AttentionProblem(ctx, q, q, q, allowed=dense))
+        assert "dense mask" in reason(AttentionProblem(site, q, q, q, allowed=dense))
         grad_q = q.clone().requires_grad_()
-        needs_grad = AttentionProblem(ctx, grad_q, q, q, bands=band)
+        needs_grad = AttentionProblem(site, grad_q, q, q, bands=band)
         assert "gradients on the CPU" in reason(needs_grad)
-        with pytest.raises(kernels.KernelDeclined, match="gradients on the CPU"):
-            kernels.fast_attention(needs_grad)  # forced: the error says why
-        cross = AttentionContext(
-            site=AttentionSite("cross", 0, 1, 16, 2), query_input=q, q=q, k=q, v=q,
-            key_padding_mask=None,
-        )  # fmt: skip
+        with pytest.raises(dispatch.KernelDeclined, match="gradients on the CPU"):
+            fast_attention(needs_grad)  # forced: the error says why
+        cross = AttentionSite("cross", 0, 1, 16, 2)
         assert reason(AttentionProblem(cross, q, q, q, bands=band)) == "cross-attention"
+
+
+def test_every_reason_to_decline_is_kept():
+    """Not only the first: a CPU problem with dropout, a dense mask and no window gets all."""
+    from localnmt.attention.problem import AttentionProblem
+
+    q = torch.randn(1, 2, 300, 8)
+    site = AttentionSite("cross", 0, 1, 16, 2)
+    dense = torch.ones(300, 300, dtype=torch.bool)
+    problem = AttentionProblem(site, q, q, q, allowed=dense, dropout_p=0.1)
+    structural = [
+        "a dense mask (SDPA takes it)",
+        "attention dropout (FlexAttention has none)",
+        "cross-attention",
+    ]
+    assert explain(problem)["flex"] == [
+        "CUDA only unless forced (no backward on CPU; the CPU has band and SDPA)",
+        "no window (band) restricts the keys",
+        *structural,
+    ]
+    with dispatch.forced_kernel("flex"), pytest.raises(dispatch.KernelDeclined) as err:
+        fast_attention(problem)
+    assert err.value.reasons == structural  # forced: the device and window rules are off

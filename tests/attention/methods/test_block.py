@@ -7,9 +7,10 @@ import math
 
 import pytest
 import torch
+from helpers import attention as testing
+from helpers.attention import RecordingDropout
 
-from localnmt.attention import kernels, testing
-from localnmt.attention.testing import RecordingDropout
+from localnmt.attention import dispatch
 
 E, H, D = 32, 4, 8
 
@@ -43,7 +44,7 @@ def test_block_restriction_and_output(side, dropout):
         att.dropout_module = recording = RecordingDropout(dropout)
     summaries = []
     m.block_key.register_forward_hook(lambda mod, args, out: summaries.append(args[0].shape))
-    with kernels.trace() as seen:
+    with dispatch.trace() as seen:
         out, _ = att(x, x, x, key_padding_mask=pad, need_weights=bool(dropout))
     # without dropout the fused path: the dense probabilities are never computed
     assert ("dense" in seen.kernels()) == bool(dropout)

@@ -6,8 +6,9 @@ import math
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import SpecError, kernels, testing
+from localnmt.attention import SpecError, dispatch
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.pipeline import LocalAttention
 from localnmt.attention.spec import build_modifiers, parse_spec
@@ -76,7 +77,7 @@ def test_matches_equations(spec, window, area, side, kernel):
     att = make_attention(spec, heads=5 if area == 5 else H)
     x, pad = padded_batch(side, embed=att.embed_dim)
     expected = reference(att, x, pad, window, area)
-    with kernels.forced_kernel(kernel):
+    with dispatch.forced_kernel(kernel):
         got, _ = att(x, x, x, key_padding_mask=pad, need_weights=kernel is None)
     real = ~pad.T
     torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-5)
@@ -167,7 +168,7 @@ def test_gradients_and_padding_only_windows(spec):
     att = make_attention(spec)
     x, pad = padded_batch("left", lengths=(1, 20))
     for kernel in (None, "band"):
-        with kernels.forced_kernel(kernel):
+        with dispatch.forced_kernel(kernel):
             att.zero_grad()
             out, _ = att(x, x, x, key_padding_mask=pad, need_weights=False)
         assert torch.isfinite(out).all()

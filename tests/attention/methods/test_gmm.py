@@ -10,8 +10,9 @@ import math
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import AttentionSite, LocalAttention, SpecError, testing
+from localnmt.attention import AttentionSite, LocalAttention, SpecError
 from localnmt.attention.methods.gmm import GaussianMixtureRecord
 from localnmt.attention.mixture import MixtureParams, MixtureSum, mixture_attention
 from localnmt.attention.spec import build_modifiers, parse_spec

@@ -7,8 +7,9 @@ import math
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import LocalAttention, testing
+from localnmt.attention import LocalAttention
 
 E, H, B, TQ, TK = 16, 4, 3, 6, 9
 

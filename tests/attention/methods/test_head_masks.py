@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import LocalAttention, SpecError, kernels, testing
+from localnmt.attention import LocalAttention, SpecError, dispatch
 from localnmt.attention.spec import parse_spec
 
 E, H, B, T = 16, 8, 3, 7
@@ -186,7 +187,7 @@ def test_renormalised_variant_runs_on_the_band_kernel(side):
     x = torch.randn(t, B, E)
     pad = padding([t, 29, 3], t, side)
     dense, _ = attn(x, x, x, key_padding_mask=pad, need_weights=True)
-    with kernels.forced_kernel("band"):
+    with dispatch.forced_kernel("band"):
         fast, _ = attn(x, x, x, key_padding_mask=pad, need_weights=False)
     real = ~pad.T[:, :, None]
     torch.testing.assert_close(fast * real, dense * real, atol=1e-5, rtol=1e-5)

@@ -7,8 +7,7 @@ import math
 
 import pytest
 import torch
-
-from localnmt.attention import testing
+from helpers import attention as testing
 
 E, H, D = 32, 4, 8
 

@@ -7,8 +7,9 @@ import math
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import LocalAttention, testing
+from localnmt.attention import LocalAttention
 from localnmt.attention.methods.localness import LocalnessRecord
 from localnmt.catalog import all_rows
 from localnmt.catalog.params import count_parameters

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from localnmt.attention import testing
+from helpers import attention as testing
 
 E, H, D = 32, 4, 8
 

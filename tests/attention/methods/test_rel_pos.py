@@ -7,12 +7,13 @@ import math
 
 import pytest
 import torch
+from helpers import attention as testing
+from helpers.attention import RecordingDropout
 
 from localnmt import torch_compat
-from localnmt.attention import AttentionSite, LocalAttention, testing
+from localnmt.attention import AttentionSite, LocalAttention
 from localnmt.attention.methods.localness import LocalnessRecord
 from localnmt.attention.spec import build_modifiers, parse_spec
-from localnmt.attention.testing import RecordingDropout
 
 C, H, T, B = 16, 4, 9, 3
 

@@ -7,8 +7,9 @@ import math
 
 import pytest
 import torch
+from helpers import attention as testing
 
-from localnmt.attention import SpecError, testing
+from localnmt.attention import SpecError
 
 E, H, D = 32, 4, 8
 

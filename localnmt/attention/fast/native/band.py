@@ -128,7 +128,7 @@ def _dense_band(q: Tensor, k: Tensor, v: Tensor, left: Tensor, right: Tensor,
                 real: Tensor | None, area: int) -> Tensor:  # fmt: skip
     """The same attention with torch ops over a materialised (T, G·T) mask, rows without keys
     0: what backward differentiates where C cannot run (a ``torch.func`` batched gradient, or
-    ``create_graph``). Plain matmul and softmax rather than kernels.masked_sdpa: fused SDPA's
+    ``create_graph``). Plain matmul and softmax rather than problem.masked_sdpa: fused SDPA's
     CPU backward cannot be differentiated again (tests/attention/fast/test_band_native.py)."""
     bsz, heads, t, _ = q.shape
     groups = 1

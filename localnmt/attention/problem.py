@@ -1,13 +1,13 @@
-"""How an attention problem is computed: the dense reference, and faster kernels.
+"""The attention problem of one call, its dense reference path, and its kernel registry.
 
 The pipeline turns the modifiers' outputs into an :class:`AttentionProblem`. When the caller
 needs the probabilities (weights, post-softmax modifiers, analyses) it runs
 :func:`dense_attention`, the reference. Otherwise :func:`fast_attention` asks the registered
-kernels (``localnmt/attention/fast/``) in priority order and takes the first that accepts the
-problem; the reference runs when all decline. Every kernel must give the same numbers as the
-reference (docs/design.md, "Kernels").
+kernels (``localnmt/attention/fast/``, in the order of the table there) and takes the first that
+accepts the problem; the reference runs when all decline. Every kernel must give the same
+numbers as the reference (docs/design.md, "Kernels").
 
-Each kernel says why it declines (:class:`Declined`, a reason for people, in the manner of
+Each kernel says why it declines (:class:`Declined`, reasons for people, in the manner of
 xformers' ``not_supported_reasons``); :mod:`localnmt.attention.dispatch` keeps the registries,
 forcing (:func:`forced_kernel`) and the trace of which kernel ran (:func:`trace`).
 """
@@ -22,7 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from localnmt.attention.context import MASK_VALUE, AttentionContext, BandMask, QuadraticBias
+from localnmt.attention.context import (
+    MASK_VALUE,
+    AttentionSite,
+    BandMask,
+    CallPositions,
+    QuadraticBias,
+)
 from localnmt.attention.deferred import TensorSlot, stored_shape
 from localnmt.attention.dispatch import (
     Declined,
@@ -67,13 +73,18 @@ class AttentionProblem:
     one row per ``key_group`` consecutive rows of ``q`` (beam search's shared source,
     :mod:`localnmt.attention.shared_source`). The allowed set is the intersection of: real
     keys (``key_padding_mask``), the causal triangle (``causal``, in index space),
-    ``allowed`` (a dense bool tensor) and each band of ``bands``.
+    ``allowed`` (a dense bool tensor) and each band of ``bands``. Bands and quadratic biases
+    are over ``positions`` (counted from each sentence's first real token), which ``site``
+    (where the call sits: traces, and kernels that take only some sites) completes.
     """
 
-    ctx: AttentionContext
+    site: AttentionSite
     q: Tensor
     k: Tensor = TensorSlot()  # may hold a Deferred: see localnmt.attention.deferred
     v: Tensor = TensorSlot()
+    #: the call's key and query positions, computed on first read (None: the problem has no
+    #: band or quadratic bias, which are all that read them)
+    positions: CallPositions | None = None
     key_padding_mask: Tensor | None = None
     causal: bool = False
     allowed: Tensor | None = None
@@ -119,6 +130,15 @@ class AttentionProblem:
         return int(widest_left), int(widest_right)
 
     @property
+    def key_positions(self) -> Tensor:
+        """``(B, Tk)`` float32: each key's position from its sentence's first real token."""
+        return self._positions().key
+
+    def _positions(self) -> CallPositions:
+        assert self.positions is not None, "a band or quadratic bias needs the call's positions"
+        return self.positions
+
+    @property
     def has_bias(self) -> bool:
         return self.dense_bias is not None or bool(self.quadratic)
 
@@ -126,7 +146,7 @@ class AttentionProblem:
         """All biases as one float32 tensor broadcastable to ``(B, H, Tq, Tk)``."""
         bias = self.dense_bias
         for quad in self.quadratic:
-            dense = quad.dense(self.ctx)
+            dense = quad.dense(self._positions())
             bias = dense if bias is None else bias + dense
         return bias
 
@@ -149,7 +169,7 @@ class AttentionProblem:
         if self.causal:
             tri = torch.ones(tq, tk, dtype=torch.bool, device=self.q.device).tril(tk - tq)
             allowed = tri if allowed is None else allowed & tri
-        for extra in [self.allowed, *(band.dense(self.ctx) for band in self.bands)]:
+        for extra in [self.allowed, *(band.dense(self._positions()) for band in self.bands)]:
             if extra is not None:
                 allowed = extra if allowed is None else allowed & extra
         return allowed
@@ -157,7 +177,7 @@ class AttentionProblem:
     def describe(self) -> str:
         """Where and what, for traces and logs, e.g. ``encoder_self layer 1, B=2 H=4 Tq=9
         Tk=9, float32 on cpu``."""
-        site = self.ctx.site
+        site = self.site
         bsz, heads, tq, _ = self.q.shape
         tk = stored_shape(self, "k")[2]
         dtype = str(self.q.dtype).removeprefix("torch.")
@@ -253,7 +273,8 @@ def _shared_source_reason(kernel_shares_source: bool, problem: AttentionProblem)
     return None
 
 
-#: The attention kernels (``@register_kernel``), with the dense reference as the fallback.
+#: The attention kernels (``@register_kernel``; their order: ``fast/__init__.py``), with the
+#: dense reference as the fallback.
 REGISTRY: KernelRegistry[AttentionProblem] = KernelRegistry(
     "attention",
     reference_name="dense",
@@ -266,7 +287,7 @@ explain = REGISTRY.explain
 
 
 def kernel_names() -> list[str]:
-    """The registered attention kernels, highest priority first."""
+    """The registered attention kernels, in the order tried."""
     return REGISTRY.names()
 
 

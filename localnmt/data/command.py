@@ -1,6 +1,5 @@
-"""The ending every data-preparation command shares; the step machinery it once held lives
-at the base of the package now (:mod:`localnmt.steps`, :mod:`localnmt.atomic`,
-:mod:`localnmt.errors`) and is re-exported here for the data modules."""
+"""The ending every data-preparation command shares (the step machinery they use lives at the
+base of the package: :mod:`localnmt.steps`, :mod:`localnmt.atomic`, :mod:`localnmt.errors`)."""
 
 from __future__ import annotations
 
@@ -8,20 +7,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from localnmt.atomic import atomic_open, atomic_path, write_json
-from localnmt.errors import DataError, LocalnmtError, Terminated, os_error_text, stop_on_sigterm
-from localnmt.steps import Log, StepRunner, fingerprint
+from localnmt.errors import LocalnmtError, Terminated, os_error_text, stop_on_sigterm
 
-__all__ = [
-    "DataError",
-    "Log",
-    "StepRunner",
-    "atomic_open",
-    "atomic_path",
-    "fingerprint",
-    "run_data_command",
-    "write_json",
-]
+__all__ = ["run_data_command"]
 
 
 def run_data_command(build: Callable[[], Path | None]) -> int:

@@ -1,0 +1,1 @@
+"""Helpers shared by several test folders (importable: ``tests/`` is on ``sys.path``)."""

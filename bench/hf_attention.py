@@ -7,6 +7,10 @@ on the same right-padded batch, A/B interleaved in one process; the ratio is
 ``sdpa time / method time`` (1.0 = as fast; the issue's target is ≥ 0.9 on the CPU)::
 
     python -m bench.hf_attention --dim 128 --layers 2 --batch 16 --length 30 --repeats 5
+    python -m bench.hf_attention --device cuda --dtype bfloat16 --dim 512 --layers 6
+
+On a GPU both models run under autocast to ``--dtype`` (float32 parameters, as mixed-precision
+training does).
 """
 
 from __future__ import annotations
@@ -59,15 +63,21 @@ def batch(args: argparse.Namespace) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": ids.ne(0).long(), "labels": labels}
 
 
-def step_and_generate(model, inputs: dict[str, torch.Tensor], new_tokens: int):
+def step_and_generate(model, inputs: dict[str, torch.Tensor], new_tokens: int,
+                      dtype: torch.dtype = torch.float32):  # fmt: skip
+    device = inputs["input_ids"].device
+    low = dtype != torch.float32
+
     def step() -> None:
         model.train()
         model.zero_grad(set_to_none=True)
-        model(**inputs).loss.backward()
+        with torch.autocast(device.type, dtype=dtype, enabled=low):
+            loss = model(**inputs).loss
+        loss.backward()
 
     def generate() -> None:
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast(device.type, dtype=dtype, enabled=low):
             model.generate(
                 input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
                 max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
@@ -87,16 +97,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--new-tokens", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--families", nargs="*", default=list(FAMILIES))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     args = parser.parse_args(argv)
-    inputs = batch(args)
-    print(f"load {os.getloadavg()[0]:.2f}  torch threads {torch.get_num_threads()}")
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    inputs = {name: t.to(device) for name, t in batch(args).items()}
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"{where}, {args.dtype}, load {os.getloadavg()[0]:.2f}, "
+          f"torch threads {torch.get_num_threads()}")  # fmt: skip
     print(f"{'family':20s} {'train step':>10s} {'generate':>10s}   (sdpa time / method time)")
     for family in args.families:
-        reference = build(args)
+        reference = build(args).to(device)
         model = localnmt.hf.apply(copy.deepcopy(reference), **FAMILIES[family])
-        ref_step, ref_gen = step_and_generate(reference, inputs, args.new_tokens)
-        step, gen = step_and_generate(model, inputs, args.new_tokens)
-        device = torch.device("cpu")
+        ref_step, ref_gen = step_and_generate(reference, inputs, args.new_tokens, dtype)
+        step, gen = step_and_generate(model, inputs, args.new_tokens, dtype)
         t = interleaved({"ref": ref_step, "m": step}, device, warmup=1, repeats=args.repeats)
         g = interleaved({"ref": ref_gen, "m": gen}, device, warmup=1, repeats=args.repeats)
         print(f"{family:20s} {median_ratio(t['ref'], t['m']):10.2f} "

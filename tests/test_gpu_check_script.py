@@ -19,7 +19,7 @@ def test_dry_run_checks_every_step(tmp_path):
     assert steps == dict.fromkeys(
         ["setup", "check", "cuda_tests", "bench_fp16", "bench_bf16", "quickstart"], "PASS"
     )
-    assert "step limits: 520 s of 540 s" in done.stdout
+    assert "step limits: 540 s of 540 s" in done.stdout
     assert "26 layer cases, 17 method families" in (tmp_path / "check.log").read_text()
     bench = (tmp_path / "bench_bf16.log").read_text()
     assert "dtype bfloat16" in bench and "attention lengths [256, 1024, 4096]" in bench

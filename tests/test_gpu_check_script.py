@@ -22,7 +22,7 @@ def test_dry_run_checks_every_step(tmp_path):
     assert "step limits: 540 s of 540 s" in done.stdout
     assert "26 layer cases, 17 method families" in (tmp_path / "check.log").read_text()
     bench = (tmp_path / "bench_bf16.log").read_text()
-    assert "dtype bfloat16" in bench and "attention lengths [256, 1024, 4096]" in bench
+    assert "dtype bfloat16" in bench and "12 rows: vaswani2017/table-3" in bench
     assert "4096 target tokens per batch" in bench
     assert "test_flex_attention_forward_and_backward" in (tmp_path / "cuda_tests.log").read_text()
     assert "quickstart options ok" in (tmp_path / "quickstart.log").read_text()

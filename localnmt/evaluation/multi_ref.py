@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU
 
-from localnmt.data.steps import DataError
+from localnmt.errors import entry_point
 from localnmt.evaluation.inputs import ScoringInputError
 from localnmt.evaluation.metrics import BleuResult
 from localnmt.evaluation.scoring import read_lines
@@ -81,6 +81,7 @@ def score_sets(
     return {"sets": {k: v.to_dict() for k, v in per_set.items()}, "average": average}
 
 
+@entry_point("multi_ref")
 def main(argv: list[str] | None = None) -> int:
     """CLI: score ``--hyp NAME=FILE`` (detokenised) against ``REFS_DIR/NAME.ref*``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -89,15 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cased", action="store_true", help="case-sensitive BLEU")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    try:
-        hyps = {}
-        for item in args.hyp:
-            name, _, path = item.partition("=")
-            hyps[name] = read_lines(Path(path))
-        res = score_sets(hyps, args.refs_dir, lowercase=not args.cased)
-    except (DataError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    hyps = {}
+    for item in args.hyp:
+        name, _, path = item.partition("=")
+        hyps[name] = read_lines(Path(path))
+    res = score_sets(hyps, args.refs_dir, lowercase=not args.cased)
     for name, r in res["sets"].items():
         print(f"{name}\t{r['score']:.2f}\t{r['text']}")
     print(f"average\t{res['average']:.2f}")

@@ -73,11 +73,12 @@ def test_buckets_segment_chinese_sources_with_jieba(tmp_path) -> None:
     expected = jieba_counts(sources, edges)
     assert expected[0] < len(sources) and expected[-1] > 0  # not all in the first bucket
     # text path: the target is English, the source Chinese
-    result = score(hyps, refs, "en", sources=sources, source_lang="zh", edges=edges)
+    result = score(hyps, refs, "en", sources=sources, source_lang="zh",
+                   options=ScoringOptions(edges=edges))  # fmt: skip
     assert [b.sentences for b in result.length_buckets] == expected
     assert "jieba" in result.length_unit
     with pytest.raises(ValueError, match="source_lang"):
-        score(hyps, refs, "en", sources=sources, edges=edges)
+        score(hyps, refs, "en", sources=sources, options=ScoringOptions(edges=edges))
     # checkpoint path: the source language comes from the data-bin (zh-en)
     data_bin = tmp_path / "bin"
     data_bin.mkdir()

@@ -20,6 +20,8 @@ import json
 import time
 from typing import Any
 
+from localnmt.errors import UsageError, entry_point
+
 SECTIONS = ("kernels", "forward", "incremental", "training")
 
 
@@ -73,7 +75,7 @@ def run_checks(args: argparse.Namespace) -> dict[str, Any]:
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(sections) - set(SECTIONS)
     if unknown:
-        raise SystemExit(f"error: unknown section(s) {sorted(unknown)} (valid: {SECTIONS})")
+        raise UsageError(f"unknown section(s) {sorted(unknown)} (valid: {SECTIONS})")
     quick = args.quick
     cases = [(site, spec) for site, spec in METHOD_CASES if _selected(spec, args.methods)]
     families = [f for f in kernel_choice.FAMILIES if _selected(f[1], args.methods)]
@@ -165,7 +167,7 @@ def plan(args: argparse.Namespace) -> str:
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(sections) - set(SECTIONS)
     if unknown:
-        raise SystemExit(f"error: unknown section(s) {sorted(unknown)} (valid: {SECTIONS})")
+        raise UsageError(f"unknown section(s) {sorted(unknown)} (valid: {SECTIONS})")
     cases = [c for c in METHOD_CASES if _selected(c[1], args.methods)]
     families = [f for f in FAMILIES if _selected(f[1], args.methods)]
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -175,6 +177,7 @@ def plan(args: argparse.Namespace) -> str:
     )
 
 
+@entry_point("localnmt-check")
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

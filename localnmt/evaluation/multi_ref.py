@@ -21,11 +21,12 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU
 
-from localnmt.errors import DataError
+from localnmt.errors import entry_point
 from localnmt.evaluation.inputs import ScoringInputError
 from localnmt.evaluation.metrics import BleuResult
 from localnmt.evaluation.scoring import read_lines
@@ -69,18 +70,31 @@ def read_refs(refs_dir: Path, name: str) -> list[list[str]]:
     return streams
 
 
+@dataclass(frozen=True)
+class SetScores:
+    """Multi-reference BLEU per set and their unweighted mean (the paper's "average")."""
+
+    sets: dict[str, BleuResult]
+    average: float
+
+    def to_json(self) -> dict:
+        """``{"sets": {name: BLEU}, "average": ...}`` (``--json``)."""
+        return {"sets": {k: v.to_dict() for k, v in self.sets.items()}, "average": self.average}
+
+
 def score_sets(
     hyps: Mapping[str, Sequence[str]], refs_dir: Path, *, lowercase: bool = True
-) -> dict:
+) -> SetScores:
     """Per-set multi-reference BLEU and their unweighted mean (the paper's "average")."""
     per_set = {
         name: multi_ref_bleu(h, read_refs(refs_dir, name), lowercase=lowercase)
         for name, h in hyps.items()
     }
     average = sum(r.score for r in per_set.values()) / len(per_set) if per_set else float("nan")
-    return {"sets": {k: v.to_dict() for k, v in per_set.items()}, "average": average}
+    return SetScores(per_set, average)
 
 
+@entry_point("multi_ref")
 def main(argv: list[str] | None = None) -> int:
     """CLI: score ``--hyp NAME=FILE`` (detokenised) against ``REFS_DIR/NAME.ref*``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -89,20 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cased", action="store_true", help="case-sensitive BLEU")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    try:
-        hyps = {}
-        for item in args.hyp:
-            name, _, path = item.partition("=")
-            hyps[name] = read_lines(Path(path))
-        res = score_sets(hyps, args.refs_dir, lowercase=not args.cased)
-    except (DataError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    for name, r in res["sets"].items():
-        print(f"{name}\t{r['score']:.2f}\t{r['text']}")
-    print(f"average\t{res['average']:.2f}")
+    hyps = {}
+    for item in args.hyp:
+        name, _, path = item.partition("=")
+        hyps[name] = read_lines(Path(path))
+    res = score_sets(hyps, args.refs_dir, lowercase=not args.cased)
+    for name, r in res.sets.items():
+        print(f"{name}\t{r.score:.2f}\t{r.text}")
+    print(f"average\t{res.average:.2f}")
     if args.json:
-        args.json.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps(res.to_json(), indent=2) + "\n", encoding="utf-8")
     return 0
 
 

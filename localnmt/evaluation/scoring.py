@@ -2,18 +2,21 @@
 
 SacreBLEU with its signature, tokenized BLEU (multi-bleu style, German compound splitting),
 BLEU by source-length bucket, and against a baseline: paired bootstrap significance and n-gram
-precision gaps (:func:`score`); :func:`summary` prints them.
+precision gaps (:func:`score`, typed :class:`~localnmt.evaluation.results.Scores`);
+:func:`summary` prints them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from localnmt.data.text_tokenize import tokenizer_name
 from localnmt.data.validate import iter_lines_checked
 from localnmt.evaluation.breakdown import bleu_by_length, ngram_precision_gaps, source_length
 from localnmt.evaluation.metrics import sacrebleu_metric, sacrebleu_score, tokenized_bleu
+from localnmt.evaluation.results import AnyScores, Scored, Scores
 from localnmt.evaluation.significance import paired_bootstrap
 
 
@@ -30,6 +33,20 @@ def write_lines(path: Path, lines: Sequence[str]) -> None:
     Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
+@dataclass(frozen=True)
+class ScoringOptions:
+    """How scores are computed beyond BLEU itself: the source-length bucket edges, and the
+    paired bootstrap's resamples and seed."""
+
+    edges: tuple[int, ...] = (20, 40)
+    bootstrap_samples: int = 1000
+    seed: int = 12345
+
+
+#: the papers' scoring: buckets (0,20], [21,40], [41,inf); 1000 resamples, seed 12345
+DEFAULT_SCORING = ScoringOptions()
+
+
 def score(
     hyps: Sequence[str],
     refs: Sequence[str],
@@ -38,54 +55,35 @@ def score(
     sources: Sequence[str] | None = None,
     source_lang: str | None = None,
     baseline_hyps: Sequence[str] | None = None,
-    edges: Sequence[int] = (20, 40),
-    bootstrap_samples: int = 1000,
-    seed: int = 12345,
-) -> dict:
-    """All scores of detokenised hypotheses against raw references, as a JSON-able dict.
+    options: ScoringOptions = DEFAULT_SCORING,
+    scored: Scored | None = None,
+) -> Scores:
+    """All scores of detokenised hypotheses against raw references.
 
     ``lang`` is the target language; ``sources`` (raw source sentences, for the length
-    buckets) are segmented by ``source_lang``'s tokeniser, which they then require.
+    buckets) are segmented by ``source_lang``'s tokeniser, which they then require;
+    ``scored`` says what was scored (the checkpoint and its training, the references).
     """
-    result: dict = {
-        "sentences": len(hyps),
-        "sacrebleu": sacrebleu_score(hyps, refs, lang).to_dict(),
-        "tokenized_bleu": tokenized_bleu(hyps, refs, lang).to_dict(),
-    }
     metric = sacrebleu_metric(lang)
+    buckets = unit = boot = gaps = None
     if sources is not None:
         if not source_lang:
             raise ValueError("length buckets need the source language (source_lang)")
         length = source_length(source_lang)
-        buckets = bleu_by_length(sources, hyps, refs, edges, length=length, metric=metric)
-        result["length_buckets"] = [b.to_dict() for b in buckets]
-        result["length_unit"] = f"{tokenizer_name(source_lang)} words of the {source_lang} source"
+        buckets = tuple(bleu_by_length(sources, hyps, refs, options.edges, length=length,
+                                       metric=metric))  # fmt: skip
+        unit = f"{tokenizer_name(source_lang)} words of the {source_lang} source"
     if baseline_hyps is not None:
-        test = paired_bootstrap(baseline_hyps, hyps, refs, metric, bootstrap_samples, seed)
-        result["bootstrap"] = test.to_dict()
-        result["ngram_precision_gaps"] = ngram_precision_gaps(baseline_hyps, hyps, refs, metric)
-    return result
+        boot = paired_bootstrap(baseline_hyps, hyps, refs, metric, options.bootstrap_samples,
+                                options.seed)  # fmt: skip
+        gaps = tuple(ngram_precision_gaps(baseline_hyps, hyps, refs, metric))
+    return Scores(
+        sentences=len(hyps), sacrebleu=sacrebleu_score(hyps, refs, lang),
+        tokenized_bleu=tokenized_bleu(hyps, refs, lang), length_buckets=buckets,
+        length_unit=unit, bootstrap=boot, ngram_precision_gaps=gaps, scored=scored,
+    )  # fmt: skip
 
 
-def summary(result: dict) -> str:
-    """Human-readable lines for a scores dict."""
-    lines = [
-        f"SacreBLEU {result['sacrebleu']['score']:.2f}  ({result['sacrebleu']['signature']})",
-        f"tokenized BLEU {result['tokenized_bleu']['score']:.2f}",
-    ]
-    if result.get("training"):
-        from localnmt.provenance import describe_training
-
-        lines.append(f"checkpoint {result['training']['checkpoint']}: "
-                     f"{describe_training(result['training'])}")  # fmt: skip
-    if "bootstrap" in result:
-        b = result["bootstrap"]
-        lines.append(f"vs baseline: {b['delta']:+.2f} BLEU, p={b['p_value']:.3f} {b['marker']}")
-        gaps = ", ".join(f"{g:+.2f}" for g in result["ngram_precision_gaps"])
-        lines.append(f"n-gram precision gaps (1..4): {gaps}")
-    if "length_unit" in result:
-        lines.append(f"BLEU by source length ({result['length_unit']}):")
-    for b in result.get("length_buckets", []):
-        bleu = "-" if b["bleu"] is None else f"{b['bleu']:.2f}"
-        lines.append(f"  source length {b['label']}: {b['sentences']} sentences, BLEU {bleu}")
-    return "\n".join(lines)
+def summary(scores: AnyScores) -> str:
+    """Human-readable lines for typed scores (one test set, or NIST's sets)."""
+    return scores.summary()

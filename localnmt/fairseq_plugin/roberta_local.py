@@ -22,7 +22,6 @@ whose parameter counts fix that reading for the translation model.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from fairseq.models import register_model, register_model_architecture
@@ -36,9 +35,10 @@ from fairseq.models.transformer import TransformerConfig
 from fairseq.utils import safe_hasattr
 
 from localnmt.attention.attention_specs import AttentionSpecs, SiteSpec
-from localnmt.attention.modifier import SpecError, modifier_names
+from localnmt.attention.modifier import modifier_names
 from localnmt.fairseq_plugin import extensions
 from localnmt.fairseq_plugin.architectures import PRESET_SPECS, default_specs
+from localnmt.fairseq_plugin.build_checks import check_at_build
 from localnmt.fairseq_plugin.transformer import (
     LocalTransformerEncoder,
     _spec_type,
@@ -92,11 +92,7 @@ class LocalRobertaModel(RobertaModel):
                 args.tokens_per_sample = task.max_positions()
             args.max_positions = args.tokens_per_sample
         args.encoder_attn_modifiers = getattr(args, "encoder_attn_modifiers", None)
-        try:
-            check_encoder_spec(args)  # parsed here once; the layers reuse the parse
-        except SpecError as err:
-            print(f"fairseq: error: {err}", file=sys.stderr)
-            raise SystemExit(2) from None
+        check_at_build(check_encoder_spec, args)  # parsed here once; the layers reuse the parse
         model = cls(args, LocalRobertaEncoder(args, task.source_dictionary))
         extensions.run_build_hooks(model, args)
         return model

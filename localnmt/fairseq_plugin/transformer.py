@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 from typing import Any
 
 import torch
@@ -47,6 +46,7 @@ from localnmt.attention.modifier import SpecError, modifier_names
 from localnmt.attention.pipeline import LocalAttention
 from localnmt.attention.spec import build_modifiers
 from localnmt.fairseq_plugin import extensions
+from localnmt.fairseq_plugin.build_checks import check_at_build
 
 #: fairseq's argument name of each site's spec (``--encoder-attn-modifiers`` ...).
 SPEC_FLAGS = FAIRSEQ_DESTS
@@ -275,11 +275,7 @@ class LocalTransformerModel(TransformerModel):
         for dest in SPEC_FLAGS.values():
             if not hasattr(args, dest):
                 setattr(args, dest, None)
-        try:
-            check_model_specs(args)  # parsed here once; the layers reuse the parse
-        except SpecError as err:
-            print(f"fairseq: error: {err}", file=sys.stderr)
-            raise SystemExit(2) from None
+        check_at_build(check_model_specs, args)  # parsed here once; the layers reuse the parse
         model = super().build_model(args, task)
         extensions.run_build_hooks(model, args)
         return model

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from localnmt.evaluation.results import TrainingRecord
 from localnmt.machine import describe_machine
 
 # A system "learned something" when its BLEU and its validation loss say so.
@@ -39,7 +40,7 @@ class SeedRun:
     curve: list[dict] = field(default_factory=list)
     #: the scored checkpoint's training (``scores.json``'s ``training``: its updates, its
     #: run's max_update, whether the run finished)
-    training: dict | None = None
+    training: TrainingRecord | None = None
 
 
 @dataclass
@@ -72,7 +73,7 @@ class SystemResult:
     @property
     def unfinished(self) -> list[SeedRun]:
         """The runs whose scored checkpoint comes from a run that did not finish."""
-        return [r for r in self.seeds if (r.training or {}).get("finished") is False]
+        return [r for r in self.seeds if r.training is not None and r.training.finished is False]
 
     def to_dict(self) -> dict:
         """Plain dict for JSON, with ``learned``."""
@@ -146,8 +147,8 @@ def write_markdown(workdir: Path, systems: list[SystemResult], meta: dict[str, A
         bleu = score if s.learned else f"({score})"
         minutes = f"{s.minutes:.1f}" if s.minutes is not None else "-"
         unfinished = "".join(
-            f" (seed {r.seed} unfinished: {r.training['updates']} of "
-            f"{r.training['max_update']} updates)" for r in s.unfinished)  # fmt: skip
+            f" (seed {r.seed} unfinished: {r.training.updates} of "
+            f"{r.training.max_update} updates)" for r in s.unfinished if r.training)  # fmt: skip
         lines.append(
             f"| {s.row} (`{s.name}`){unfinished} | {bleu} | {s.ci[0]:.2f}–{s.ci[1]:.2f} "
             f"| {_delta(s, base)} "

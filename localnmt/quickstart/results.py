@@ -3,7 +3,6 @@ bootstrap intervals and paired tests, updates, speed, parameters and learning cu
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from localnmt.catalog import CatalogRow
 from localnmt.catalog.names import system_name
 from localnmt.data.layout import count_lines
 from localnmt.evaluation.metrics import sacrebleu_metric
+from localnmt.evaluation.results import Scores, TrainingRecord, read_scores
 from localnmt.evaluation.scoring import read_lines
 from localnmt.evaluation.significance import bootstrap_intervals
 from localnmt.quickstart.report import SeedRun, SystemResult
@@ -33,7 +33,7 @@ def label(row: CatalogRow) -> str:
 
 
 def run_result(layout: RunLayout, seed: int, bleu: float,
-               training: dict | None = None) -> SeedRun:  # fmt: skip
+               training: TrainingRecord | None = None) -> SeedRun:  # fmt: skip
     """One trained run: its BLEU, updates, minutes of training (the trainer's clock, which
     counts validations too), training speed (fairseq's median updates/s over the logged
     intervals, as the calibration measures it) and learning curve."""
@@ -61,8 +61,9 @@ def collect(
     test set's and the seeds' variation."""
     refs = read_lines(ref)
     seeds = len(layouts[0])
-    first = json.loads(layouts[0][0].scores.read_text(encoding="utf-8"))
-    metric = sacrebleu_metric(first["target_lang"])
+    first = single_ref_scores(layouts[0][0])
+    assert first.scored is not None
+    metric = sacrebleu_metric(first.scored.target_lang)
     joined = [(row.name, [line for layout in runs for line in read_lines(layout.hypotheses)])
               for row, runs in zip(systems, layouts)]  # fmt: skip
     intervals = bootstrap_intervals(joined, refs * seeds, metric, samples)
@@ -70,9 +71,8 @@ def collect(
     for row, runs, interval in zip(systems, layouts, intervals):
         per_seed = []
         for k, layout in enumerate(runs, 1):
-            scores = json.loads(layout.scores.read_text(encoding="utf-8"))
-            per_seed.append(run_result(layout, k, scores["sacrebleu"]["score"],
-                                       scores.get("training")))  # fmt: skip
+            scores = single_ref_scores(layout)
+            per_seed.append(run_result(layout, k, scores.bleu, scores.training))
         bleus = [r.bleu for r in per_seed]
         results.append(SystemResult(
             name=row.name, row=label(row), arch=row.arch, args=list(row.args),
@@ -85,7 +85,15 @@ def collect(
             updates_per_s=per_seed[0].updates_per_s if len(per_seed) == 1 else round(
                 statistics.fmean(r.updates_per_s or 0 for r in per_seed), 3),
             params=per_seed[0].params, curve=per_seed[0].curve, seeds=per_seed))  # fmt: skip
-    return results, first["sacrebleu"]["signature"], len(refs)
+    return results, first.signature, len(refs)
+
+
+def single_ref_scores(layout: RunLayout) -> Scores:
+    """A system's ``scores.json`` (the quickstart scores against one reference)."""
+    scores = read_scores(layout.scores)
+    if not isinstance(scores, Scores):
+        raise TypeError(f"{layout.scores}: multi-reference scores in a quickstart run")
+    return scores
 
 
 def corpus_meta(data_bin: Path, pair: str | None) -> dict[str, Any]:

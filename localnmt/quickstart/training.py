@@ -116,5 +116,5 @@ def run_system(
         decode=decode or DecodeSpec(), test=test, average=0, log=log, on_line=progress,
     )  # fmt: skip
     assert result.scores is not None
-    log(f"{row.name}: SacreBLEU {result.scores['sacrebleu']['score']:.2f}")
+    log(f"{row.name}: SacreBLEU {result.scores.bleu:.2f}")
     return result

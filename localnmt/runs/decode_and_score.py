@@ -26,7 +26,6 @@ Arguments not listed here go to fairseq-generate.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,14 @@ from localnmt.data.metadata import post_processing
 from localnmt.errors import DataError, UsageError, entry_point
 from localnmt.evaluation.breakdown import parse_edges
 from localnmt.evaluation.postprocess import postprocess
-from localnmt.evaluation.scoring import read_lines, score, summary, write_lines
+from localnmt.evaluation.results import Scored, Scores, TrainingRecord, write_scores
+from localnmt.evaluation.scoring import (
+    DEFAULT_SCORING,
+    ScoringOptions,
+    read_lines,
+    score,
+    write_lines,
+)
 from localnmt.runs.eval_checks import check_fits_model, check_line_counts
 from localnmt.runs.generate import (
     generate_command,
@@ -163,9 +169,13 @@ def evaluate_checkpoint(
     ref: Path | None = None,
     src: Path | None = None,
     baseline_hyp: Path | None = None,
+    subset: str = "test",
+    decode: DecodeSpec = DEFAULT_DECODING,
+    user_dir: str | None = None,
+    extra: Sequence[str] = (),
+    scoring: ScoringOptions = DEFAULT_SCORING,
     translated: dict[str, list[str]] | None = None,
-    **kwargs,
-) -> dict:
+) -> Scores:
     """Translate (unless ``translated`` gives :func:`translate`'s output), score and write
     ``hyp.txt``, ``ref.txt`` and ``scores.json``.
 
@@ -173,36 +183,30 @@ def evaluate_checkpoint(
     :class:`~localnmt.errors.DataError` of one line: the given files exist, decode and
     have one line per test sentence; the checkpoint loads; no test sentence is longer than
     the model's positions."""
-    scoring = {k: kwargs.pop(k) for k in ("edges", "bootstrap_samples", "seed") if k in kwargs}
-    subset = kwargs.get("subset", "test")
     given = GivenFiles.read(ref, src, baseline_hyp)
     src_lang, tgt = _langs(Path(data_bin), subset)
     if translated is None:
         given.check(*subset_size(Path(data_bin), subset))
-        check_fits_model(Path(data_bin), subset, src_lang, tgt, Path(checkpoint),
-                         kwargs.get("extra") or ())  # fmt: skip
-        out = translate(Path(data_bin), Path(checkpoint), Path(out_dir), **kwargs)
+        check_fits_model(Path(data_bin), subset, src_lang, tgt, Path(checkpoint), extra)
+        out = translate(Path(data_bin), Path(checkpoint), Path(out_dir), decode, subset=subset,
+                        user_dir=user_dir, extra=list(extra))  # fmt: skip
     else:
         given.check(len(translated["hyp"]), f"the translation of {subset}")
         out = translated
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     refs = out["ref_gen"] if given.refs is None else given.refs
     sources = out["src_gen"] if given.sources is None else given.sources
+    scored = Scored(str(checkpoint), checkpoint_training(Path(checkpoint)), tgt,
+                    str(ref) if ref else "fairseq T- lines (post-processed)")  # fmt: skip
     result = score(out["hyp"], refs, tgt, sources=sources, source_lang=src_lang,
-                   baseline_hyps=given.baseline, **scoring)  # fmt: skip
-    result.update(
-        checkpoint=str(checkpoint),
-        training=checkpoint_training(Path(checkpoint)),
-        target_lang=tgt,
-        references=str(ref) if ref else "fairseq T- lines (post-processed)",
-    )
+                   baseline_hyps=given.baseline, options=scoring, scored=scored)  # fmt: skip
     write_lines(Path(out_dir) / "hyp.txt", out["hyp"])
     write_lines(Path(out_dir) / "ref.txt", refs)
-    (Path(out_dir) / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    write_scores(Path(out_dir) / "scores.json", result)
     return result
 
 
-def checkpoint_training(checkpoint: Path) -> dict | None:
+def checkpoint_training(checkpoint: Path) -> TrainingRecord | None:
     """How far ``checkpoint`` was trained (:func:`localnmt.provenance.training_record`:
     its updates, its run's ``max_update``, whether the run finished, judged by it and by the
     ``checkpoint_last.pt`` beside it); None when it cannot be read (a test's stand-in)."""
@@ -220,7 +224,7 @@ def checkpoint_training(checkpoint: Path) -> dict | None:
             last = load_checkpoint(last_path, mmap=True)
         except CheckpointError:
             last = None
-    return training_record(checkpoint, state, last)
+    return TrainingRecord.from_json(training_record(checkpoint, state, last))
 
 
 def _langs(data_bin: Path, subset: str) -> tuple[str, str]:
@@ -239,16 +243,16 @@ def _average(run_dir: Path, n: int, by_update: bool, out: Path) -> Path:
     return write_average(paths, out / "checkpoint_avg.pt")
 
 
-def score_files(args: argparse.Namespace, scoring: dict) -> dict:
+def score_files(args: argparse.Namespace, scoring: ScoringOptions) -> Scores:
     """``--hyp`` mode: score a hypothesis file; every file is checked before scoring."""
     hyps = read_lines(args.hyp)
     given = GivenFiles.read(args.ref, args.src, args.baseline_hyp)
     given.check(len(hyps), f"--hyp {args.hyp}")
     result = score(hyps, given.refs, args.target_lang, sources=given.sources,
                    source_lang=args.source_lang, baseline_hyps=given.baseline,
-                   **scoring)  # fmt: skip
+                   options=scoring)  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    write_scores(args.out / "scores.json", result)
     return result
 
 
@@ -291,11 +295,8 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--src needs --source-lang (length buckets count its own words)")
     if not args.hyp and not (args.data_bin and (args.checkpoint or args.average_dir)):
         p.error("give --data-bin and --checkpoint (or --average-dir), or --hyp")
-    scoring = {
-        "edges": parse_edges(args.length_buckets),
-        "bootstrap_samples": args.bootstrap_samples,
-        "seed": args.seed,
-    }
+    scoring = ScoringOptions(tuple(parse_edges(args.length_buckets)), args.bootstrap_samples,
+                             args.seed)  # fmt: skip
     try:
         if args.hyp:
             result = score_files(args, scoring)
@@ -303,10 +304,10 @@ def main(argv: list[str] | None = None) -> None:
             result = evaluate_run(args, extra, scoring)
     except DataError as err:
         raise UsageError(str(err)) from None
-    print(summary(result))
+    print(result.summary())
 
 
-def evaluate_run(args: argparse.Namespace, extra: list[str], scoring: dict) -> dict:
+def evaluate_run(args: argparse.Namespace, extra: list[str], scoring: ScoringOptions) -> Scores:
     """Checkpoint mode: (average,) translate and score, the given files checked first."""
     from localnmt.paths import resolve_user_dir
 
@@ -329,7 +330,7 @@ def evaluate_run(args: argparse.Namespace, extra: list[str], scoring: dict) -> d
         decode=from_options(DecodeSpec, args),
         user_dir=resolve_user_dir(args.user_dir),
         extra=extra,
-        **scoring,
+        scoring=scoring,
     )
 
 

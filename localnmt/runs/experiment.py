@@ -9,12 +9,12 @@ hypotheses), so a rerun redoes it exactly when one of those changed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from localnmt.data.metadata import post_processing
+from localnmt.evaluation.results import AnyScores, read_scores
 from localnmt.paths import default_user_dir
 from localnmt.runs.decode_and_score import evaluate_checkpoint
 from localnmt.runs.layout import RunLayout
@@ -47,10 +47,10 @@ class TestSet:
 
 @dataclass
 class ExperimentResult:
-    """A trained run and, when it was scored, its scores (``scores.json``)."""
+    """A trained run and, when it was scored, its scores (``scores.json``, typed)."""
 
     train: TrainRun
-    scores: dict | None = None
+    scores: AnyScores | None = None
 
 
 def pick_checkpoint(layout: RunLayout, average: int, by_update: bool, log: Log = print) -> Path:
@@ -73,16 +73,16 @@ def pick_checkpoint(layout: RunLayout, average: int, by_update: bool, log: Log =
 def score_checkpoint(
     spec: TrainSpec, checkpoint: Path, layout: RunLayout, decode: DecodeSpec, test: TestSet,
     log: Log = print,
-) -> dict:  # fmt: skip
+) -> AnyScores:  # fmt: skip
     """Translate ``test`` with ``checkpoint`` and score it into ``layout.eval_dir``."""
-    options = dict(decode=decode, user_dir=default_user_dir())
     if test.nist_refs is not None:
         return evaluate_nist(Path(spec.data), checkpoint, layout.eval_dir, test.nist_refs,
-                             baseline_dir=test.baseline, **options)  # fmt: skip
+                             decode, baseline_dir=test.baseline,
+                             user_dir=default_user_dir())  # fmt: skip
     baseline = test.baseline / "hyp.txt" if test.baseline else None
     return evaluate_checkpoint(Path(spec.data), checkpoint, layout.eval_dir, ref=test.ref,
                                src=test.src, baseline_hyp=baseline, subset=test.subset,
-                               **options)  # fmt: skip
+                               decode=decode, user_dir=default_user_dir())  # fmt: skip
 
 
 def evaluation_params(spec: TrainSpec, decode: DecodeSpec, test: TestSet, average: int) -> dict:
@@ -135,5 +135,4 @@ def train_and_score(
         runner.run("evaluate", evaluate, outputs=[layout.scores],
                    params=evaluation_params(spec, decode, test, n), deps=("train",),
                    inputs=[layout.last_checkpoint, *test.inputs()])  # fmt: skip
-    scores = json.loads(layout.scores.read_text(encoding="utf-8"))
-    return ExperimentResult(trained, scores)
+    return ExperimentResult(trained, read_scores(layout.scores))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from localnmt.errors import CheckpointError, stop_on_sigterm
+from localnmt.errors import UsageError, entry_point
 
 
 def allow_checkpoint_globals() -> None:
@@ -125,16 +125,31 @@ def share_cores(argv: list[str]) -> None:
         setattr(cls, name, shared)
 
 
+USAGE = (
+    "usage: python -m localnmt.runs.fairseq_entry {train,generate} ... | "
+    "generate-subsets SUBSET[,SUBSET...] RESULTS_DIR ..."
+)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Dispatch to fairseq_cli.train or fairseq_cli.generate."""
+    """Dispatch to fairseq_cli.train or fairseq_cli.generate; the command ends through
+    :func:`~localnmt.errors.entry_point` as ``fairseq-train`` / ``fairseq-generate`` (a
+    checkpoint that does not fit: one line, exit 2; Ctrl-C: 130)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = ("train", "generate", "generate-subsets")
     if not argv or argv[0] not in commands or (argv[0] == "generate-subsets" and len(argv) < 3):
-        raise SystemExit(
-            "usage: python -m localnmt.runs.fairseq_entry {train,generate} ... | "
-            "generate-subsets SUBSET[,SUBSET...] RESULTS_DIR ..."
-        )
-    command, rest = argv[0], argv[1:]
+        entry_point("fairseq_entry")(_usage)()
+    command = "generate" if argv[0] == "generate-subsets" else argv[0]
+    entry_point(f"fairseq-{command}")(run)(argv[0], argv[1:])
+
+
+def _usage() -> None:
+    raise UsageError(USAGE)
+
+
+def run(command: str, rest: list[str]) -> None:
+    """One fairseq command in this process (``generate-subsets``: fairseq-generate once per
+    subset)."""
     import localnmt.fairseq_plugin  # noqa: F401  (localnmt's archs, with or without --user-dir)
 
     allow_checkpoint_globals()
@@ -166,23 +181,11 @@ def main(argv: list[str] | None = None) -> None:
             if rank() == 0
             else (lambda m: None)
         )
-        try:
-            rest += start_checks(rest, say)
-        except CheckpointError as err:
-            print(f"fairseq-train: error: {err}", file=sys.stderr, flush=True)
-            raise SystemExit(2) from None
+        rest += start_checks(rest, say)  # a CheckpointError ends it: one line, exit 2
     else:
         from fairseq_cli.generate import cli_main
     sys.argv = [f"fairseq-{command}", *rest]
-    stop_on_sigterm()  # a launcher's SIGTERM (or its death): end like Ctrl-C
-    try:
-        cli_main()
-    except CheckpointError as err:  # a checkpoint that does not fit (model_fit.install)
-        print(f"fairseq-{command}: error: {err}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
-    except KeyboardInterrupt:
-        print(f"fairseq-{command}: interrupted", file=sys.stderr, flush=True)
-        raise SystemExit(130) from None
+    cli_main()  # a checkpoint that does not fit (model_fit.install): CheckpointError
 
 
 if __name__ == "__main__":

@@ -166,20 +166,42 @@ def dev_accuracy(log_text: str) -> dict[str, float]:
     return best
 
 
-def row_scores(plan: GluePlan) -> dict:
-    """Per task: dev accuracy (matched for MNLI), the setting that gave it, all settings."""
-    out: dict[str, dict] = {}
+@dataclass
+class GlueTaskScore:
+    """A GLUE task's evaluation: the best dev accuracy (matched for MNLI, ``mismatched``
+    beside it) and the setting that gave it, and every setting's accuracies."""
+
+    accuracy: float | None = None
+    settings: list[dict] = field(default_factory=list)
+    batch_size: int | None = None
+    lr: str | None = None
+    mismatched: float | None = None
+
+    def to_json(self) -> dict:
+        """The results page's JSON (keys as before: the best setting only once known)."""
+        out: dict = {"accuracy": self.accuracy, "settings": self.settings}
+        if self.batch_size is not None:
+            out.update(batch_size=self.batch_size, lr=self.lr)
+        if self.mismatched is not None:
+            out["mismatched"] = self.mismatched
+        return out
+
+
+def row_scores(plan: GluePlan) -> dict[str, GlueTaskScore]:
+    """The evaluation step of a GLUE row: per task, the dev accuracy read from its
+    fine-tuning logs (matched for MNLI), the setting that gave it, all settings."""
+    out: dict[str, GlueTaskScore] = {}
     for step in plan.steps:
         if step.task is None:
             continue
         acc = dev_accuracy(step.log.read_text()) if step.log.exists() else {}
-        entry = out.setdefault(step.task, {"accuracy": None, "settings": []})
+        entry = out.setdefault(step.task, GlueTaskScore())
         bsz, lr = step.setting or default_setting()
-        entry["settings"].append({"batch_size": bsz, "lr": lr, **acc})
+        entry.settings.append({"batch_size": bsz, "lr": lr, **acc})
         if acc.get("valid") is not None and (
-            entry["accuracy"] is None or acc["valid"] > entry["accuracy"]
+            entry.accuracy is None or acc["valid"] > entry.accuracy
         ):
-            entry.update(accuracy=acc["valid"], batch_size=bsz, lr=lr)
+            entry.accuracy, entry.batch_size, entry.lr = acc["valid"], bsz, lr
             if "valid1" in acc:
-                entry["mismatched"] = acc["valid1"]
+                entry.mismatched = acc["valid1"]
     return out

@@ -14,10 +14,12 @@ the paper reports it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from localnmt.evaluation.multi_ref import score_sets
-from localnmt.evaluation.scoring import read_lines
+from localnmt.evaluation.results import MultiRefScores, Scores, write_scores
+from localnmt.evaluation.scoring import DEFAULT_SCORING, ScoringOptions, read_lines
 from localnmt.runs.decode_and_score import (
     checkpoint_training,
     evaluate_checkpoint,
@@ -48,22 +50,22 @@ def evaluate_nist(
     *,
     baseline_dir: Path | None = None,
     user_dir: str | None = None,
-    extra: list[str] | None = None,
-    **kwargs,
-) -> dict:
+    extra: Sequence[str] = (),
+    scoring: ScoringOptions = DEFAULT_SCORING,
+) -> MultiRefScores:
     """Decode every test subset as ``decode`` says, score it with all its references; writes
     ``scores.json``.
 
     ``baseline_dir``: the baseline's ``out_dir`` (its ``<set>/hyp.txt`` are the bootstrap's
-    baseline). ``kwargs`` go to :func:`evaluate_checkpoint` (scoring options).
+    baseline); ``scoring``: the single-reference scores' options.
     """
     data_bin, out_dir, refs_dir = Path(data_bin), Path(out_dir), Path(refs_dir)
     raw = data_bin.parent / "raw"
     subsets = nist_subsets(refs_dir)
-    single: dict[str, dict] = {}
+    single: dict[str, Scores] = {}
     hyps: dict[str, list[str]] = {}
     translated = translate_subsets(data_bin, checkpoint, out_dir, list(subsets), decode,
-                                   user_dir=user_dir, extra=extra)  # fmt: skip
+                                   user_dir=user_dir, extra=list(extra))  # fmt: skip
     for subset, name in subsets.items():
         ref = raw / f"{name}.en"
         base_hyp = baseline_dir / name / "hyp.txt" if baseline_dir else None
@@ -74,23 +76,17 @@ def evaluate_nist(
             ref=ref if ref.is_file() else None,
             baseline_hyp=base_hyp if base_hyp and base_hyp.is_file() else None,
             subset=subset,
+            scoring=scoring,
             translated=translated[subset],
-            **kwargs,
         )
         hyps[name] = read_lines(out_dir / name / "hyp.txt")
-    multi = score_sets(hyps, refs_dir, lowercase=True)
-    first = next(iter(multi["sets"].values()))
-    result = {
-        "scoring": "nist_multi_ref",
-        "average": multi["average"],
-        "sets": multi["sets"],
-        "subsets": subsets,
-        "signature": first["signature"],
-        "references": str(refs_dir),
-        "checkpoint": str(checkpoint),
-        "training": checkpoint_training(Path(checkpoint)),
-        "single_ref": single,
-    }
+    sets = score_sets(hyps, refs_dir, lowercase=True)
+    result = MultiRefScores(
+        average=sets.average, sets=sets.sets, subsets=subsets,
+        signature=next(iter(sets.sets.values())).signature, references=str(refs_dir),
+        checkpoint=str(checkpoint), training=checkpoint_training(Path(checkpoint)),
+        single_ref=single,
+    )  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "scores.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    write_scores(out_dir / "scores.json", result)
     return result

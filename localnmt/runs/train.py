@@ -120,9 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     result = train_and_score(spec, layout, decode=decode, test=test, echo=True,
                              log=lambda m: print(m, file=sys.stderr, flush=True))  # fmt: skip
     if result.scores is not None:
-        from localnmt.evaluation.scoring import summary
-
-        print(summary(result.scores))
+        print(result.scores.summary())
     return 0
 
 

@@ -100,6 +100,53 @@ def claim_checkpoints(layout: RunLayout, fp: str, params: object, log: Log) -> b
     return layout.last_checkpoint.exists()
 
 
+def launch_logged(
+    cmd: list[str], log_path: Path, *, resume: bool, what: str = "training",
+    announce: str | None = None, log: Log = print, echo: bool = False,
+    on_line: Callable[[str], None] | None = None, procs_per_node: int = 1,
+) -> None:  # fmt: skip
+    """Run a training command into ``log_path`` (appending when it resumes); a failure is
+    :class:`~localnmt.errors.TrainFailed` with the log's last lines."""
+    log(f"  {announce or what} (log {log_path})")
+    status = run_logged(cmd, log_path, append=resume, echo=echo, on_line=on_line,
+                        procs_per_node=procs_per_node)  # fmt: skip
+    if status != 0:
+        tail = log_path.read_text(encoding="utf-8", errors="replace")
+        raise TrainFailed(f"{what} exited with status {status}; see {log_path}:\n"
+                          + "\n".join(tail.splitlines()[-15:]), status)  # fmt: skip
+
+
+def training_step(
+    runner: StepRunner,
+    layout: RunLayout,
+    launch: Callable[[bool], None],
+    *,
+    name: str,
+    params: object,
+    inputs: list[Path],
+    outputs: list[Path],
+    deps: tuple[str, ...] = (),
+    log: Log = print,
+) -> tuple[str, bool]:
+    """A training as a step of ``runner``: skipped when an identical run is done; else the
+    checkpoints of other settings are set aside (:func:`claim_checkpoints`) and ``launch``
+    runs, told whether an interrupted run of these settings is resumed. Returns the step's
+    fingerprint and whether it ran."""
+    fp = runner.step_fingerprint(params, deps, inputs)
+
+    def train() -> None:
+        data = input_digests(inputs, runner.digest_cache)
+        stamp = {**params, "data": data} if isinstance(params, dict) else {
+            "params": params, "data": data}  # fmt: skip
+        resume = claim_checkpoints(layout, fp, stamp, log)
+        if resume:
+            log(f"  resuming from {layout.last_checkpoint}")
+        launch(resume)
+
+    ran = runner.run(name, train, outputs=outputs, params=params, deps=deps, inputs=inputs)
+    return fp, ran
+
+
 def train_run(
     spec: TrainSpec,
     layout: RunLayout,
@@ -126,13 +173,9 @@ def train_run(
     cmd = launch_command(spec, gpus)
 
     def launch(resume: bool) -> None:
-        log(f"  training {spec.arch} (log {layout.train_log})")
-        status = run_logged(cmd, layout.train_log, append=resume, echo=echo, on_line=on_line,
-                            procs_per_node=spec.procs_per_node(gpus))  # fmt: skip
-        if status != 0:
-            tail = layout.train_log.read_text(encoding="utf-8", errors="replace")
-            raise TrainFailed(f"training exited with status {status}; see {layout.train_log}:\n"
-                              + "\n".join(tail.splitlines()[-15:]), status)  # fmt: skip
+        launch_logged(cmd, layout.train_log, resume=resume, announce=f"training {spec.arch}",
+                      log=log, echo=echo, on_line=on_line,
+                      procs_per_node=spec.procs_per_node(gpus))  # fmt: skip
 
     if runner is None:
         with locks.hold(layout.root):
@@ -140,19 +183,9 @@ def train_run(
             launch(resume=True)
         return TrainRun(layout, None, True, cmd)
 
-    params = run_params(spec, gpus)
-    inputs = [Path(spec.data)]
-    fp = runner.step_fingerprint(params, inputs=inputs)
-
-    def train() -> None:
-        data = input_digests(inputs, runner.digest_cache)
-        resume = claim_checkpoints(layout, fp, {**params, "data": data}, log)
-        if resume:
-            log(f"  resuming from {layout.last_checkpoint}")
-        launch(resume)
-
-    ran = runner.run(name, train, outputs=[layout.last_checkpoint], params=params,
-                     inputs=inputs)  # fmt: skip
+    fp, ran = training_step(runner, layout, launch, name=name, params=run_params(spec, gpus),
+                            inputs=[Path(spec.data)], outputs=[layout.last_checkpoint],
+                            log=log)  # fmt: skip
     return TrainRun(layout, fp, ran, cmd)
 
 

@@ -118,7 +118,7 @@ def test_score_sets_average_and_cli(tmp_path, capsys):
     res = multi_ref.score_sets({"mt03": HYPS, "mt04": HYPS[:2]}, tmp_path)
     s3 = sacrebleu.corpus_bleu(HYPS, REFS, lowercase=True).score
     s4 = sacrebleu.corpus_bleu(HYPS[:2], [x[:2] for x in REFS], lowercase=True).score
-    assert res["average"] == pytest.approx((s3 + s4) / 2)
+    assert res.average == pytest.approx((s3 + s4) / 2)
     hyp_args = [a for n in ("mt03", "mt04") for a in ("--hyp", f"{n}={tmp_path / n}.hyp")]
     argv = ["--refs-dir", str(tmp_path), "--json", str(tmp_path / "o.json"), *hyp_args]
     assert multi_ref.main(argv) == 0

@@ -1,5 +1,7 @@
 """n-gram precision gaps and BLEU by source length."""
 
+import json
+
 import pytest
 from sacrebleu.metrics import BLEU
 
@@ -61,7 +63,8 @@ def jieba_counts(sources: list[str], edges: tuple[int, ...]) -> list[int]:
 
 
 def test_buckets_segment_chinese_sources_with_jieba(tmp_path) -> None:
-    from localnmt.evaluation.scoring import score
+    from localnmt.evaluation.results import Scores
+    from localnmt.evaluation.scoring import ScoringOptions, score
     from localnmt.runs.decode_and_score import evaluate_checkpoint
 
     sources = zh_sources()
@@ -70,19 +73,24 @@ def test_buckets_segment_chinese_sources_with_jieba(tmp_path) -> None:
     expected = jieba_counts(sources, edges)
     assert expected[0] < len(sources) and expected[-1] > 0  # not all in the first bucket
     # text path: the target is English, the source Chinese
-    result = score(hyps, refs, "en", sources=sources, source_lang="zh", edges=edges)
-    assert [b["sentences"] for b in result["length_buckets"]] == expected
-    assert "jieba" in result["length_unit"]
+    result = score(hyps, refs, "en", sources=sources, source_lang="zh",
+                   options=ScoringOptions(edges=edges))  # fmt: skip
+    assert [b.sentences for b in result.length_buckets] == expected
+    assert "jieba" in result.length_unit
     with pytest.raises(ValueError, match="source_lang"):
-        score(hyps, refs, "en", sources=sources, edges=edges)
+        score(hyps, refs, "en", sources=sources, options=ScoringOptions(edges=edges))
     # checkpoint path: the source language comes from the data-bin (zh-en)
     data_bin = tmp_path / "bin"
     data_bin.mkdir()
     (data_bin / "test.zh-en.zh.idx").write_bytes(b"")
     translated = {"hyp": hyps, "ref_gen": refs, "src_gen": sources}
     result = evaluate_checkpoint(data_bin, tmp_path / "ckpt.pt", tmp_path / "out",
-                                 translated=translated, edges=edges)  # fmt: skip
-    assert [b["sentences"] for b in result["length_buckets"]] == expected
+                                 translated=translated,
+                                 scoring=ScoringOptions(edges=edges))  # fmt: skip
+    assert [b.sentences for b in result.length_buckets] == expected
+    on_disk = json.loads((tmp_path / "out" / "scores.json").read_text(encoding="utf-8"))
+    assert [b["sentences"] for b in on_disk["length_buckets"]] == expected
+    assert Scores.from_json(on_disk) == result
 
 
 def test_buckets_moses_words_for_other_languages() -> None:

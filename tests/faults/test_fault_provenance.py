@@ -221,13 +221,14 @@ def test_scores_say_how_far_the_checkpoint_was_trained(trained, tmp_path, capsys
 
 
 def test_reports_mark_a_checkpoint_of_an_unfinished_run() -> None:
+    from localnmt.evaluation.results import TrainingRecord
     from localnmt.quickstart.report import SeedRun, SystemResult
     from localnmt.runs.reproduce.tables import RowResult, results_table
 
     stopped = {"checkpoint": "c.pt", "updates": 95, "max_update": 2000, "finished": False}
     table = results_table([RowResult(name="a", row="Baseline", bleu=1.0, training=stopped)])
     assert "| Baseline (unfinished: 95 of 2000 updates) |" in table
-    run = SeedRun(1, 1.0, 95, 1.0, None, None, training=stopped)
+    run = SeedRun(1, 1.0, 95, 1.0, None, None, training=TrainingRecord.from_json(stopped))
     system = SystemResult("a", "Baseline", "transformer", [], 1.0, [0.5, 1.5], None, 95, None,
                           None, seeds=[run])  # fmt: skip
     assert system.unfinished == [run] and system.to_dict()["seeds"][0]["training"] == stopped

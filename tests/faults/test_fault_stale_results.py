@@ -6,12 +6,13 @@ change, and a report comes from one set of runs."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from localnmt.evaluation.metrics import BleuResult
+from localnmt.evaluation.results import Scored, Scores, write_scores
 from localnmt.runs import experiment, train_run
 from localnmt.runs.experiment import TestSet, train_and_score
 from localnmt.runs.layout import RunLayout
@@ -33,11 +34,12 @@ def calls(monkeypatch) -> dict[str, list]:
         seen["train"].append(cmd)
         return 0
 
-    def fake_scoring(spec, checkpoint, layout, decode, test, log=print) -> dict:
+    def fake_scoring(spec, checkpoint, layout, decode, test, log=print) -> Scores:
         layout.eval_dir.mkdir(parents=True, exist_ok=True)
         refs = Path(test.ref).read_text()
-        scores = {"checkpoint": checkpoint.read_text(), "refs": refs}
-        layout.scores.write_text(json.dumps(scores))
+        bleu = BleuResult(1.0, [1.0] * 4, 1.0, 1, 1, "sig", "BLEU = 1.0")
+        scores = Scores(1, bleu, bleu, scored=Scored(checkpoint.read_text(), None, "de", refs))
+        write_scores(layout.scores, scores)
         seen["evaluate"].append(scores)
         return scores
 
@@ -51,7 +53,7 @@ def _corpus(root: Path) -> tuple[Path, Path]:
     return raw, preprocess(raw, root / "data-bin")
 
 
-def _run(data: Path, ref: Path, run_dir: Path) -> dict:
+def _run(data: Path, ref: Path, run_dir: Path) -> Scores:
     layout = RunLayout.under(run_dir)
     spec = TrainSpec(data=str(data), save_dir=str(layout.checkpoints), arch="transformer",
                      size="tiny", cpu=True, user_dir="none")  # fmt: skip
@@ -76,7 +78,7 @@ def test_swapped_training_lines_retrain_and_rescore(tmp_path, calls) -> None:
     assert {p.name: p.stat().st_size for p in data.iterdir()} == sizes  # no size changed
     again = _run(data, ref, tmp_path / "run")
     assert len(calls["train"]) == 2 and len(calls["evaluate"]) == 2  # retrained, rescored
-    assert again["checkpoint"] == "model 1"
+    assert again.scored.checkpoint == "model 1"
 
 
 def test_changed_references_rescore_without_retraining(tmp_path, calls) -> None:
@@ -86,7 +88,9 @@ def test_changed_references_rescore_without_retraining(tmp_path, calls) -> None:
     ref.write_text(ref.read_text().replace("t1", "t2", 1))
     again = _run(data, ref, tmp_path / "run")
     assert len(calls["train"]) == 1 and len(calls["evaluate"]) == 2
-    assert again["refs"] == ref.read_text()  # scored against the references as they are now
+    assert (
+        again.scored.references == ref.read_text()
+    )  # scored against the references as they are now
 
 
 def test_a_moved_data_bin_is_still_the_same_data(tmp_path, calls) -> None:

@@ -7,9 +7,14 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from localnmt.catalog import CatalogRow
+from localnmt.evaluation.results import AnyScores, MultiRefScores
 from localnmt.runs.reproduce.plan import Plan, References
+
+if TYPE_CHECKING:
+    from localnmt.runs.glue_runs import GlueTaskScore
 
 
 def catalog_params(row: CatalogRow) -> int | None:
@@ -46,7 +51,7 @@ def translation_page(
     args: argparse.Namespace,
     plan: Plan,
     baselines: dict[str, CatalogRow],
-    scores: dict[str, dict],
+    scores: dict[str, AnyScores],
     logs: dict,
     *,
     data: Path,
@@ -65,22 +70,23 @@ def translation_page(
         is_base = baselines[row.name].name == row.name
         common = dict(
             name=row.name, row=row.row, params=log.params, catalog_params=catalog_params(row),
-            ups=log.ups, wps=log.wps, is_baseline=is_base, training=s.get("training"),
+            ups=log.ups, wps=log.wps, is_baseline=is_base,
+            training=s.training.to_json() if s.training else None,
         )  # fmt: skip
-        if multi:
-            base_avg = scores[baselines[row.name].name]["average"]
-            sets = {k: v["score"] for k, v in s["sets"].items()}
-            delta = None if is_base else s["average"] - base_avg
-            results.append(RowResult(bleu=s["average"], delta=delta, sets=sets, **common))
+        if isinstance(s, MultiRefScores):
+            base_avg = scores[baselines[row.name].name].bleu
+            sets = {k: v.score for k, v in s.sets.items()}
+            delta = None if is_base else s.average - base_avg
+            results.append(RowResult(bleu=s.average, delta=delta, sets=sets, **common))
             continue
-        boot = s.get("bootstrap")
+        boot = s.bootstrap
         results.append(
             RowResult(
-                bleu=s["sacrebleu"]["score"],
-                tok_bleu=s["tokenized_bleu"]["score"],
-                delta=boot["delta"] if boot else None,
-                marker=boot["marker"] if boot else "",
-                p_value=boot["p_value"] if boot else None,
+                bleu=s.bleu,
+                tok_bleu=s.tokenized_bleu.score,
+                delta=boot.delta if boot else None,
+                marker=boot.marker if boot else "",
+                p_value=boot.p_value if boot else None,
                 **common,
             )
         )
@@ -89,18 +95,18 @@ def translation_page(
     batch = plan.task.tokens_per_update or "8 x 4096 (recipe)"
     notes = [f"task: {plan.task.label} ({plan.task.name}); subset: {plan.subset}"]
     notes += plan.notes + refs.notes
-    if multi:
+    if isinstance(head, MultiRefScores):
         notes += [
-            f"data: `{data}`; references: `{plan.refs}` ({len(head['sets'])} sets, "
+            f"data: `{data}`; references: `{plan.refs}` ({len(head.sets)} sets, "
             "4 references each, lower-cased)",
             "significance: no test for the 4-reference average; single-reference (ref0) "
             "paired bootstrap per set in the JSON",
-            f"SacreBLEU signature: `{head['signature']}`",
+            f"SacreBLEU signature: `{head.signature}`",
         ]
     else:
         notes += [
-            f"data: `{data}`; references: {head.get('references')}",
-            f"SacreBLEU signature: `{head['sacrebleu']['signature']}`",
+            f"data: `{data}`; references: {head.scored.references if head.scored else None}",
+            f"SacreBLEU signature: `{head.signature}`",
         ]
     notes += [
         f"recipe: {recipe}; tokens per update: {batch}"
@@ -111,14 +117,15 @@ def translation_page(
     ]
     title = f"{args.paper} {args.table}, {plan.task.label}"
     legend = LEGEND_MULTI_REF if multi else LEGEND
-    return write_page(args, plan, results_markdown(title, results, notes, legend), results, scores)
+    return write_page(args, plan, results_markdown(title, results, notes, legend), results,
+                      {name: s.to_json() for name, s in scores.items()})  # fmt: skip
 
 
 def glue_page(
     args: argparse.Namespace,
     plan: Plan,
     baselines: dict[str, CatalogRow],
-    scores: dict[str, dict],
+    scores: dict[str, dict[str, GlueTaskScore]],
     params: dict[str, int | None],
     *,
     seconds: float,
@@ -132,7 +139,7 @@ def glue_page(
         GlueResult(
             name=r.name,
             row=r.row,
-            accuracy={t: scores[r.name].get(t, {}).get("accuracy") for t in tasks},
+            accuracy={t: s.accuracy if (s := scores[r.name].get(t)) else None for t in tasks},
             params=params[r.name],
             is_baseline=baselines[r.name].name == r.name,
         )
@@ -150,4 +157,5 @@ def glue_page(
         _command(),
     ]
     title = f"{args.paper} {args.table}, {plan.task.label}"
-    return write_page(args, plan, glue_markdown(title, results, tasks, notes), results, scores)
+    payload = {name: {t: s.to_json() for t, s in row.items()} for name, row in scores.items()}
+    return write_page(args, plan, glue_markdown(title, results, tasks, notes), results, payload)

@@ -13,7 +13,7 @@ from localnmt import locks, progress
 from localnmt.catalog import CatalogRow
 from localnmt.catalog.tables import baseline_of, baselines_first
 from localnmt.catalog.tasks import Task
-from localnmt.errors import TrainFailed
+from localnmt.evaluation.results import AnyScores
 from localnmt.runs.experiment import TestSet, train_and_score
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.options import from_options
@@ -63,7 +63,7 @@ def run_row(
     plan: Plan,
     refs: References,
     base_dir: Path | None,
-) -> dict:
+) -> AnyScores:
     """Train (unless an identical run is done) and evaluate (unless done with the same
     checkpoint, references and scoring options) one row; returns its scores."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +94,7 @@ def _run_translation(plan: Plan, args: argparse.Namespace, workdir: Path) -> Pat
     baselines = {r.name: baseline_of(plan.rows, r, args.baseline) for r in plan.rows}
     data, refs = prepare_data(args, plan)
     separate = has_separate_vocab(data)
-    scores: dict[str, dict] = {}
+    scores: dict[str, AnyScores] = {}
     logs = {}
     start = time.time()
     rows = baselines_first(plan.rows, baselines)
@@ -149,16 +149,14 @@ def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
 
 
 def _run_glue(plan: Plan, args: argparse.Namespace, workdir: Path) -> Path:
-    from localnmt.runs.glue_runs import plan_row, row_scores
-    from localnmt.runs.launch import run_logged
+    from localnmt.runs.glue_runs import GlueTaskScore, plan_row, row_scores
     from localnmt.runs.reproduce.page import glue_page
     from localnmt.runs.train_log import read_train_log
-    from localnmt.runs.train_run import claim_checkpoints
-    from localnmt.steps import fingerprint
+    from localnmt.runs.train_run import launch_logged, training_step
 
     baselines = {r.name: baseline_of(plan.rows, r, args.baseline) for r in plan.rows}
     start = time.time()
-    scores: dict[str, dict] = {}
+    scores: dict[str, dict[str, GlueTaskScore]] = {}
     params: dict[str, int | None] = {}
     rows = baselines_first(plan.rows, baselines)
     for i, row in enumerate(progress.track(rows, desc="rows", unit="row"), 1):
@@ -168,21 +166,22 @@ def _run_glue(plan: Plan, args: argparse.Namespace, workdir: Path) -> Path:
         runner = StepRunner(run_dir, log=lambda m: print(f"  {m}", flush=True))
         for step in glue.steps:
             key = glue_step_key(step, run_dir)
-            cmd = portable_command(step.cmd, Path(args.workdir).resolve())
             data = plan.data / ("pretrain" if key == "pretrain" else step.task or "")
 
-            def run(step=step, key=key, run_dir=run_dir, cmd=cmd) -> None:
-                # pre-training's first phase resumes any checkpoint_last.pt in its save dir:
-                # those of other settings are moved aside first
-                layout = RunLayout(run_dir, step.save_dir, step.log, name=key)
-                claim_checkpoints(layout, fingerprint(cmd), cmd, log=print)
+            def launch(resume: bool, step=step) -> None:
                 print(f"  {step.name}: $", shlex.join(step.cmd), flush=True)
-                status = run_logged(step.cmd, step.log, echo=False)
-                if status != 0:
-                    raise TrainFailed(f"{step.name} failed; see {step.log}", status)
+                launch_logged(step.cmd, step.log, resume=resume, what=step.name,
+                              log=lambda m: print(m, flush=True))  # fmt: skip
 
-            deps = () if key == "pretrain" else ("pretrain",)
-            runner.run(key, run, outputs=[step.output], params=cmd, deps=deps, inputs=[data])
-        scores[row.name] = row_scores(glue)
+            # pre-training's first phase resumes any checkpoint_last.pt in its save dir:
+            # those of other settings are moved aside first (the training step claims them)
+            training_step(
+                runner, RunLayout(run_dir, step.save_dir, step.log, name=key), launch,
+                name=key, params=portable_command(step.cmd, Path(args.workdir).resolve()),
+                inputs=[data], outputs=[step.output],
+                deps=() if key == "pretrain" else ("pretrain",),
+                log=lambda m: print(m, flush=True),
+            )  # fmt: skip
+        scores[row.name] = row_scores(glue)  # the evaluation step of a GLUE row
         params[row.name] = read_train_log(glue.steps[0].log).params
     return glue_page(args, plan, baselines, scores, params, seconds=time.time() - start)

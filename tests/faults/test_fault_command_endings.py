@@ -1,0 +1,71 @@
+"""Every command ends through ``entry_point``: one ``PROG: error: MESSAGE`` line, exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from localnmt.attention.modifier import SpecError
+from localnmt.errors import DataError
+
+
+def test_fairseq_entry_without_a_command_is_a_usage_error(capsys):
+    from localnmt.runs import fairseq_entry
+
+    with pytest.raises(SystemExit) as exit_:
+        fairseq_entry.main(["translate"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == f"fairseq_entry: error: {fairseq_entry.USAGE}\n"
+
+
+def test_fairseq_entry_ends_a_checkpoint_error_as_its_command(monkeypatch, capsys):
+    from localnmt.runs import fairseq_entry
+
+    def damaged(command, rest):
+        raise DataError(f"{rest[0]}: damaged checkpoint")
+
+    monkeypatch.setattr(fairseq_entry, "run", damaged)
+    with pytest.raises(SystemExit) as exit_:
+        fairseq_entry.main(["generate-subsets", "ck.pt", "out"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == "fairseq-generate: error: ck.pt: damaged checkpoint\n"
+
+
+def test_a_spec_error_at_model_build_is_one_fairseq_line(capsys):
+    from localnmt.fairseq_plugin.build_checks import check_at_build
+
+    def check(args):
+        raise SpecError(f"--encoder-attn-modifiers {args}: no layer 7")
+
+    with pytest.raises(SystemExit) as exit_:
+        check_at_build(check, "x")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == "fairseq: error: --encoder-attn-modifiers x: no layer 7\n"
+
+
+def test_a_check_that_passes_returns(capsys):
+    from localnmt.fairseq_plugin.build_checks import check_at_build
+
+    check_at_build(lambda args: None, object())
+    assert capsys.readouterr().err == ""
+
+
+def test_multi_ref_with_missing_references_is_one_line(tmp_path, capsys):
+    from localnmt.evaluation import multi_ref
+
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("a b\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_:
+        multi_ref.main(["--refs-dir", str(tmp_path), "--hyp", f"mt03={hyp}"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"multi_ref: error: no references mt03.ref0.. in {tmp_path}\n"
+
+
+def test_multi_ref_with_a_missing_hypothesis_file_is_one_line(tmp_path, capsys):
+    from localnmt.evaluation import multi_ref
+
+    with pytest.raises(SystemExit) as exit_:
+        multi_ref.main(["--refs-dir", str(tmp_path), "--hyp", f"mt03={tmp_path / 'no.txt'}"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("multi_ref: error: ") and "no.txt" in err and len(err.splitlines()) == 1

@@ -14,18 +14,25 @@ FORBIDDEN = {
     "catalog": ("localnmt.runs", "localnmt.quickstart"),
     "data": ("localnmt.runs", "localnmt.quickstart"),
     "evaluation": ("localnmt.runs", "localnmt.quickstart"),
-    "attention": ("localnmt.runs", "localnmt.quickstart", "localnmt.data", "localnmt.catalog"),
-    "models": ("localnmt.runs", "localnmt.quickstart", "localnmt.data"),
+    # the core is framework-free: no adapter, no fairseq, no transformers
+    "attention": ("localnmt.runs", "localnmt.quickstart", "localnmt.data", "localnmt.catalog",
+                  "localnmt.fairseq_plugin", "localnmt.hf", "fairseq", "transformers"),
+    "fairseq_plugin": ("localnmt.runs", "localnmt.quickstart", "localnmt.data", "localnmt.hf"),
+    "hf": ("localnmt.runs", "localnmt.quickstart", "localnmt.data", "localnmt.fairseq_plugin",
+           "fairseq"),
     "runs": ("localnmt.quickstart",),
 }
 BASE_MODULES = ("errors.py", "atomic.py", "digests.py", "steps.py", "batching.py",
-                "config_files.py", "safe_load.py", "locks.py", "processes.py")  # fmt: skip
+                "config_files.py", "fields.py", "safe_load.py", "locks.py",
+                "processes.py")  # fmt: skip
 
 
 def _imports(path: Path) -> list[str]:
     names = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module:
+        if isinstance(node, ast.ImportFrom) and node.module == "localnmt":
+            names += [f"localnmt.{alias.name}" for alias in node.names]  # from localnmt import x
+        elif isinstance(node, ast.ImportFrom) and node.module:
             names.append(node.module)
         elif isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]

@@ -15,11 +15,24 @@ FORBIDDEN = {
     "data": ("localnmt.runs", "localnmt.quickstart"),
     "evaluation": ("localnmt.runs", "localnmt.quickstart"),
     # the core is framework-free: no adapter, no fairseq, no transformers
-    "attention": ("localnmt.runs", "localnmt.quickstart", "localnmt.data", "localnmt.catalog",
-                  "localnmt.fairseq_plugin", "localnmt.hf", "fairseq", "transformers"),
+    "attention": (
+        "localnmt.runs",
+        "localnmt.quickstart",
+        "localnmt.data",
+        "localnmt.catalog",
+        "localnmt.fairseq_plugin",
+        "localnmt.hf",
+        "fairseq",
+        "transformers",
+    ),
     "fairseq_plugin": ("localnmt.runs", "localnmt.quickstart", "localnmt.data", "localnmt.hf"),
-    "hf": ("localnmt.runs", "localnmt.quickstart", "localnmt.data", "localnmt.fairseq_plugin",
-           "fairseq"),
+    "hf": (
+        "localnmt.runs",
+        "localnmt.quickstart",
+        "localnmt.data",
+        "localnmt.fairseq_plugin",
+        "fairseq",
+    ),
     "runs": ("localnmt.quickstart",),
 }
 BASE_MODULES = ("errors.py", "atomic.py", "digests.py", "steps.py", "batching.py",

@@ -20,6 +20,7 @@ from localnmt.errors import UsageError
 from localnmt.paths import resolve_user_dir
 from localnmt.runs.recipes import effective_recipe, train_args
 from localnmt.runs.spec import TrainSpec
+from localnmt.runs.torchrun_output import LauncherReport
 
 ENTRY = ["-m", "localnmt.runs.fairseq_entry", "train"]
 #: fairseq-train options whose value is a path that does not change the model (``--curve``:
@@ -124,16 +125,19 @@ def run_logged(
         proc = processes.start(cmd, procs_per_node=procs_per_node, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, errors="replace",
                                bufsize=1, **popen)  # fmt: skip
+        report = LauncherReport()  # torchrun's own traceback is in the log, not echoed
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
                 if echo:
-                    sys.stdout.write(line)
+                    sys.stdout.writelines(report.feed(line))
                     sys.stdout.flush()
                 if on_line is not None:
                     on_line(line.rstrip("\n"))
+            if echo:
+                sys.stdout.writelines(report.flush())
             return proc.wait()
         except BaseException:
             processes.stop(proc)

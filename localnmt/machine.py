@@ -66,3 +66,16 @@ def available_memory() -> int | None:
     except (OSError, ValueError):
         pass
     return found
+
+
+def gpu_available_memory() -> int | None:
+    """Free bytes of the visible GPU with the least free memory (each training process holds
+    its own batch on its own GPU); None without a GPU."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        return min(torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count()))
+    except Exception:  # no driver, a busy device: nothing known
+        return None

@@ -14,9 +14,9 @@ import io
 import logging
 import os
 
+from localnmt import machine
 from localnmt.attention.memory import batch_pairs, gigabytes, method_memory
 from localnmt.errors import UsageError
-from localnmt.machine import available_memory
 from localnmt.runs.data_bin import DataBinSummary, check_data_bin_files
 from localnmt.runs.launch import fairseq_args
 from localnmt.runs.spec import TrainSpec
@@ -59,7 +59,8 @@ def parsed_training_args(argv: list[str]) -> argparse.Namespace | None:
 def check_attention(args: argparse.Namespace, data: DataBinSummary, procs: int) -> None:
     """The specs of ``args`` against the model's sizes, then their memory for the longest
     batch the data allows against the memory available to ``procs`` training processes on
-    this machine (0: they train on GPUs, whose memory is not checked here)."""
+    this machine's CPU, or (``procs`` 0: one process per GPU) against the free memory of its
+    GPU with the least."""
     from localnmt.attention.attention_specs import AttentionSpecs
     from localnmt.fairseq_plugin.transformer import check_site_specs, layer_sites
 
@@ -67,7 +68,7 @@ def check_attention(args: argparse.Namespace, data: DataBinSummary, procs: int) 
     for kind, spec in given:
         check_site_specs(args, kind, spec)
     specs = {kind: list(spec.items) for kind, spec in given}
-    if not specs or procs == 0:
+    if not specs:
         return
     positions = max(getattr(args, "max_source_positions", 0) or 0,
                     getattr(args, "max_target_positions", 0) or 0) or 1024  # fmt: skip
@@ -75,17 +76,19 @@ def check_attention(args: argparse.Namespace, data: DataBinSummary, procs: int) 
     tokens = args.max_tokens or (args.batch_size or 1) * longest
     pairs = batch_pairs(tokens, longest)
     costs = method_memory(specs, {kind: layer_sites(args, kind) for kind in specs}, pairs)
-    available = available_memory()
-    need = sum(c.nbytes for c in costs) * procs
+    on_gpu = procs == 0
+    where = "its GPU has free" if on_gpu else "this machine has available"
+    available = machine.gpu_available_memory() if on_gpu else machine.available_memory()
+    need = sum(c.nbytes for c in costs) * max(procs, 1)
     if not costs or available is None or need <= available:
         return
     top = costs[0]
-    each = "" if procs == 1 else f" in each of {procs} processes"
+    each = "" if procs <= 1 else f" in each of {procs} processes"
     together = "" if len(costs) == 1 else f" (all its attention options: {gigabytes(need)})"
     raise UsageError(
         f"{top.text} at {top.kind.replace('_', '-')} attention needs at least "
         f"{gigabytes(top.nbytes)}{each} for a training batch of {tokens} tokens (sentences up "
-        f"to {longest} tokens){together}, more than the {gigabytes(available)} this machine "
-        f"has available; make the size options of {top.method} smaller, or --max-tokens"
+        f"to {longest} tokens){together}, more than the {gigabytes(available)} {where}; "
+        f"make the size options of {top.method} smaller, or --max-tokens"
         + (", or --procs" if procs > 1 else "")
     )

@@ -75,7 +75,7 @@ def test_options_that_cannot_fit_in_memory_are_refused(tiny_data, tmp_path, monk
     """``gmm[k=1000]`` is within the bounds, but with 200000-token batches its densities
     alone need 4 bytes x 1000 components x 4 heads x 200000 tokens x 15 keys (the longest
     sentence of the tiny data) in each of the tiny recipe's 6 decoder layers."""
-    monkeypatch.setattr(preflight, "available_memory", lambda: 20 * 10**9)
+    monkeypatch.setattr(machine, "available_memory", lambda: 20 * 10**9)
     spec = _spec(tiny_data, tmp_path, "--cross-attn-modifiers", "gmm[k=1000]", max_tokens=200000)
     with pytest.raises(UsageError) as err:
         preflight.check_training(spec, gpus=0)
@@ -87,7 +87,7 @@ def test_options_that_cannot_fit_in_memory_are_refused(tiny_data, tmp_path, monk
 
 
 def test_a_predictor_of_a_billion_units_is_refused(tiny_data, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(preflight, "available_memory", lambda: 20 * 10**9)
+    monkeypatch.setattr(machine, "available_memory", lambda: 20 * 10**9)
     spec = _spec(tiny_data, tmp_path, "--encoder-attn-modifiers", "neighbor[hidden=1000000000]")
     with pytest.raises(UsageError, match=r"^neighbor\[hidden=1000000000\] at encoder-self "
                        r"attention needs at least \d+\.\d GB"):  # fmt: skip
@@ -116,3 +116,14 @@ def test_a_methods_defaults_pass_on_a_model_of_few_positions(spec) -> None:
     """A window default wider than a small model's positions is no error (it changes nothing)."""
     kind = "cross" if spec == "gmm" else "encoder_self"
     validate_specs(parse_spec(spec), AttentionSite(kind, 0, 1, 16, 4, max_positions=14))
+
+
+def test_gpu_trainings_are_checked_against_their_gpus_memory(tiny_data, tmp_path, monkeypatch):
+    """One process per GPU: the options' memory against the free memory of the GPU with the
+    least (here a stand-in for a GPU with 2 GB free)."""
+    monkeypatch.setattr(machine, "gpu_available_memory", lambda: 2 * 10**9)
+    spec = _spec(tiny_data, tmp_path, "--cross-attn-modifiers", "gmm[k=1000]", max_tokens=200000)
+    with pytest.raises(UsageError, match="more than the 2.0 GB its GPU has free"):
+        preflight.check_training(spec, gpus=1)
+    monkeypatch.setattr(machine, "gpu_available_memory", lambda: None)  # no GPU seen: no check
+    preflight.check_training(spec, gpus=1)

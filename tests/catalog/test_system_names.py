@@ -26,6 +26,7 @@ def test_system_names_say_what_the_system_is(name: str, expected: str) -> None:
 
 
 def test_every_method_has_a_prose_name_and_every_row_a_system_name() -> None:
-    assert set(modifier_names()) <= set(METHOD_NAMES)
+    package_methods = {n for n in modifier_names() if not n.startswith("_")}  # tests add probes
+    assert package_methods <= set(METHOD_NAMES)
     for row in all_rows():
         assert row.row in system_name(row)

@@ -32,6 +32,7 @@ from localnmt.attention.attention_specs import SiteSpec, parse_site
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.multihead_parameters import IncrementalState
 from localnmt.attention.pipeline import LocalAttention
+from localnmt.attention.problem_builder import causal_mask
 from localnmt.attention.spec import build_modifiers, check_spec
 
 __all__ = [
@@ -77,13 +78,6 @@ def build_attention(
         self_attention=kind != "cross",
         encoder_decoder_attention=kind == "cross",
     )
-
-
-def causal_mask(queries: int, keys: int, device: torch.device | None = None) -> Tensor:
-    """``(queries, keys)`` bool, True where blocked: the last ``queries`` of ``keys`` positions
-    each see themselves and what precedes them."""
-    blocked = torch.ones(queries, keys, dtype=torch.bool, device=device)
-    return blocked.triu(keys - queries + 1)
 
 
 class LocalSelfAttention(nn.Module):

@@ -35,7 +35,7 @@ from localnmt.attention.affine_post import affine_post, attend_affine
 from localnmt.attention.context import AttentionContext, AttentionSite
 from localnmt.attention.incremental import DecodingBuffer, IncrementalState, reorder_buffer
 from localnmt.attention.modifier import AttentionModifier, apply_head_selection
-from localnmt.attention.multihead_parameters import MultiheadParameters
+from localnmt.attention.multihead_parameters import MultiheadParameters, pad_masks_by_one
 from localnmt.attention.positions import positions_of_call
 from localnmt.attention.problem import (
     AttentionProblem,
@@ -346,12 +346,7 @@ class LocalAttention(MultiheadParameters):
         """fairseq's ``add_zero_attn``: one zero key and value after the others."""
         zeros = k.new_zeros(k.size(0), k.size(1), 1, k.size(3))
         k, v = torch.cat([k, zeros], dim=2), torch.cat([v, zeros], dim=2)
-        if attn_mask is not None:
-            attn_mask = torch.cat([attn_mask, attn_mask.new_zeros(attn_mask.size(0), 1)], dim=1)
-        if key_padding_mask is not None:
-            pad = key_padding_mask.new_zeros(key_padding_mask.size(0), 1)
-            key_padding_mask = torch.cat([key_padding_mask, pad], dim=1)
-        return k, v, key_padding_mask, attn_mask
+        return (k, v, *pad_masks_by_one(key_padding_mask, attn_mask))
 
     def _context(
         self,

@@ -68,7 +68,7 @@ def add_attn_mask(problem: AttentionProblem, attn_mask: Tensor | None, causal_si
         if not additive.any():
             additive = None
     tq, tk = problem.q.size(2), stored_shape(problem, "k")[2]
-    causal = torch.ones(tq, tk, dtype=torch.bool, device=blocked.device).triu(tk - tq + 1)
+    causal = causal_mask(tq, tk, blocked.device)
     if causal_site and blocked.shape == (tq, tk) and torch.equal(blocked, causal):
         problem.causal = True
     elif blocked.any():
@@ -114,3 +114,9 @@ def add_restriction(
         return
     allowed = apply_head_selection(modifier, allowed.bool(), True)
     problem.allowed = allowed if problem.allowed is None else problem.allowed & allowed
+
+
+def causal_mask(queries: int, keys: int, device: torch.device | None = None) -> Tensor:
+    """``(queries, keys)`` bool, True where blocked: the last ``queries`` of ``keys`` positions
+    each see themselves and what precedes them (a decoder's causal triangle)."""
+    return torch.ones(queries, keys, dtype=torch.bool, device=device).triu(keys - queries + 1)

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from localnmt.attention.context import AffinePost, AttentionContext
 from localnmt.attention.modifier import AttentionModifier
-from localnmt.attention.problem import AttentionProblem, fast_attention
+from localnmt.attention.problem import AttentionProblem, fast_attention, note_reference
 from localnmt.attention.shared_source import grouped_matmul
 
 
@@ -37,6 +37,8 @@ def attend_affine(problem: AttentionProblem, affine: AffinePost) -> Tensor:
         if isinstance(keep, Tensor):  # float32 like the probabilities; the output keeps v's dtype
             keep = keep.to(problem.v.dtype)
         out = fast_attention(problem) * keep
+    else:  # p is not needed at all: the traced call says so
+        note_reference(problem, "the post stage replaces p: add @ V only")
     if affine.add is not None:
         added = grouped_matmul(affine.add.type_as(problem.v), problem.v, problem.key_group)
         out = added if out is None else out + added

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from localnmt.attention.context import MASK_VALUE, AttentionContext, AttentionSite
+from localnmt.attention.context import MASK_VALUE, AffinePost, AttentionContext, AttentionSite
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 from localnmt.attention.record import tensor_field
 
@@ -53,6 +53,15 @@ class HardcodedGaussian(AttentionModifier):
             raise SpecError("method 'hardcoded_gaussian' needs std > 0 and ratio >= 0")
 
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
+        return self._fixed(ctx).expand_as(probs)
+
+    def post_affine(self, ctx: AttentionContext) -> AffinePost:
+        """The fixed distribution as ``p ↦ 0·p + p_fixed``: no dot-product attention is
+        computed where nothing needs it (``p_fixed @ V`` only)."""
+        return AffinePost(0.0, self._fixed(ctx))
+
+    def _fixed(self, ctx: AttentionContext) -> Tensor:
+        """``p_ij`` of the module docstring, float32 ``(B, 1, Tq, Tk)``."""
         last = (ctx.key_lengths - 1).clamp(min=0)  # (B, Tq)
         mu = torch.minimum(self.options.ratio * ctx.query_positions, last)
         dist = ctx.key_positions[:, None, :] - mu[:, :, None]  # (B, Tq, Tk)
@@ -61,5 +70,4 @@ class HardcodedGaussian(AttentionModifier):
             logits = logits.masked_fill(ctx.key_padding_mask.bool()[:, None, :], MASK_VALUE)
         if ctx.recording:
             ctx.keep(HardcodedGaussianRecord(mu=mu))
-        fixed = torch.softmax(logits.float(), dim=-1).unsqueeze(1)
-        return fixed.expand_as(probs)
+        return torch.softmax(logits.float(), dim=-1).unsqueeze(1)

@@ -153,6 +153,16 @@ class AttentionModifier(nn.Module):
         """A ``(B, H, Tq, d)`` term added to ``probs @ v``."""
         return None
 
+    def key_value_terms(self, ctx: AttentionContext) -> tuple[Tensor, Tensor] | None:
+        """Terms the pipeline adds to the call's keys and values (after every bias is
+        computed), where this method's bias and value term reduce to them for this call; the
+        method then gives no bias and says its value term is not needed. None: no fold."""
+        return None
+
+    def value_term_needed(self, ctx: AttentionContext) -> bool:
+        """Whether this call needs :meth:`value_term` (and so the probabilities)."""
+        return True
+
     def output_term(self, ctx: AttentionContext, out: Tensor) -> Tensor | None:
         """A ``(B, H, Tq, d)`` term added to the attention output ``out`` (``probs @ v`` with
         the dropped-out probabilities, plus any value terms), computed from it. Unlike

@@ -224,8 +224,9 @@ class LocalAttention(MultiheadParameters):
         row's decoder step in cross-attention. Returns ``(out (B, H, Tq, d), probabilities
         (B, H, Tq, Tk) or None)``; the probabilities only with ``need_weights``."""
         ctx, problem = self._problem(
-            query_input, q, k, v, key_padding_mask, attn_mask, state, query_offset, key_group
-        )
+            query_input, q, k, v, key_padding_mask, attn_mask, state, query_offset, key_group,
+            fold=True,
+        )  # fmt: skip
         with one_thread_if_small(problem_size(q, k, self.num_heads), q.device):
             out, probs = self._attend(ctx, problem, need_weights)
             for modifier in self._uses("output_term"):
@@ -247,8 +248,11 @@ class LocalAttention(MultiheadParameters):
         state: dict | None,
         query_offset: Tensor | None,
         key_group: int,
+        fold: bool = False,
     ) -> tuple[AttentionContext, AttentionProblem]:
-        """The call's context (transforms applied) and kernel problem."""
+        """The call's context (transforms applied) and kernel problem; with ``fold``, the
+        methods' key and value terms (:meth:`AttentionModifier.key_value_terms`) added to the
+        problem's keys and values."""
         if key_padding_mask is not None and key_padding_mask.dim() == 0:
             key_padding_mask = None
         if self.add_zero_attn:
@@ -258,10 +262,15 @@ class LocalAttention(MultiheadParameters):
             ctx.key_group = key_group
             for modifier in self._uses("transform"):
                 modifier.transform(ctx)
+            terms = [t for m in self._uses("key_value_terms") if fold
+                     for t in [m.key_value_terms(ctx)] if t is not None]  # fmt: skip
             problem = build_problem(
                 ctx, list(self.modifiers), key_padding_mask, attn_mask, self._dropout_p(),
                 self.site.causal,
             )  # fmt: skip
+            for key_term, value_term in terms:
+                problem.k = problem.k + key_term.to(problem.k.dtype)
+                problem.v = problem.v + value_term.to(problem.v.dtype)
         return ctx, problem
 
     def _logits_and_values(
@@ -296,7 +305,7 @@ class LocalAttention(MultiheadParameters):
         """``(out (B, H, Tq, d), probs or None)``: the dense path where probabilities are
         needed (weights, post-softmax modifiers, value terms, recording), else a kernel."""
         post_mods = self._uses("post")
-        value_mods = self._uses("value_term")
+        value_mods = [m for m in self._uses("value_term") if m.value_term_needed(ctx)]
         if not (need_weights or value_mods or self.recording):
             if not post_mods:
                 return fast_attention(problem), None

@@ -18,7 +18,9 @@ valid site here too. That code has a 2k-row table (distances −k..k−1); we ke
 (−k..k). Sizes: 2·33·64 = 4,224 parameters per layer: +0.05M for the 12 self-attention layers
 of a base model, +0.08M with the 6 cross-attention layers (Yang et al. Table 4: +0.1M from
 rounded totals). The value term needs the probabilities, so a layer with rel_pos runs the
-dense reference path.
+dense reference path, except in a decoding step: with one query per row, ``a^K_ij`` and
+``a^V_ij`` depend on ``j`` alone, and eqs. 3–4 are plain attention over ``k_j + a^K_ij`` and
+``v_j + a^V_ij``, which any kernel computes (:meth:`RelativePosition.key_value_terms`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,35 @@ class RelativePosition(AttentionModifier):
         self.rel_value = nn.Embedding(size, site.head_dim)  # w^V
         nn.init.xavier_uniform_(self.rel_key.weight)
         nn.init.xavier_uniform_(self.rel_value.weight)
+        self._may_fold = False
+
+    def setup(self, attention: nn.Module) -> None:
+        # the fold adds to k and v as the projections give them: no method reshapes them
+        self._may_fold = self.head_selection is None and not any(
+            m.uses("transform") for m in attention.modifiers
+        )
+
+    def key_value_terms(self, ctx: AttentionContext) -> tuple[Tensor, Tensor] | None:
+        """``(a^K_ij, a^V_ij)`` over the keys ``j`` of a decoding step (one query ``i`` per
+        row, no gradients), broadcastable to ``k`` and ``v``: the pipeline adds them to the
+        keys and values, and the bias and the value term drop out of this call. None
+        elsewhere."""
+        if not (self._may_fold and ctx.q.size(2) == 1 and not torch.is_grad_enabled()
+                and not ctx.recording and ctx.key_group == 1):  # fmt: skip
+            return None
+        step = self.step_buckets(ctx)  # (Tk,): the same rows for every hypothesis
+        idx = self.buckets(ctx)[:, :, 0, :] if step is None else step  # else (B, 1, Tk)
+        ctx.cache.get(self._folded_key(), lambda: True)
+        return self.rel_key.weight[idx], self.rel_value.weight[idx]
+
+    def _folded_key(self) -> CacheKey[bool]:
+        return CacheKey[bool]("rel_pos folded into keys", id(self))
+
+    def _folded(self, ctx: AttentionContext) -> bool:
+        return ctx.cache.get(self._folded_key(), lambda: False)
+
+    def value_term_needed(self, ctx: AttentionContext) -> bool:
+        return not self._folded(ctx)
 
     def step_buckets(self, ctx: AttentionContext) -> Tensor | None:
         """``clip(j − i, k) + k`` as int64 ``(Tk,)`` for one decoding step of self-attention
@@ -86,8 +117,11 @@ class RelativePosition(AttentionModifier):
 
         return ctx.cache.get(CacheKey[Tensor]("rel_pos buckets", k), build)
 
-    def bias(self, ctx: AttentionContext) -> Tensor:
-        """``q_i · a^K_ij`` (q is already scaled by 1/√d), float32 ``(B, H, Tq, Tk)``."""
+    def bias(self, ctx: AttentionContext) -> Tensor | None:
+        """``q_i · a^K_ij`` (q is already scaled by 1/√d), float32 ``(B, H, Tq, Tk)``; None
+        where the call folded it into the keys (:meth:`key_value_terms`)."""
+        if self._folded(ctx):
+            return None
         table = self.rel_key.weight
         step = self.step_buckets(ctx)
         if step is not None:  # q_i · w^K_b(j) with the rows a^K_ij = w^K_b(j) gathered first

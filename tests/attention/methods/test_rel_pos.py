@@ -11,7 +11,7 @@ from helpers import attention as testing
 from helpers.attention import RecordingDropout
 
 from localnmt import torch_compat
-from localnmt.attention import AttentionSite, LocalAttention
+from localnmt.attention import AttentionSite, LocalAttention, dispatch
 from localnmt.attention.methods.localness import LocalnessRecord
 from localnmt.attention.spec import build_modifiers, parse_spec
 
@@ -124,6 +124,38 @@ def test_decoder_incremental_equals_full(spec):
         steps = [att(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state)[0]
                  for t in range(T)]  # fmt: skip
     torch.testing.assert_close(torch.cat(steps), full, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["decoder_self", "cross"])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_a_decoding_step_folds_the_tables_into_keys_and_values(kind, side):
+    """One query per row without gradients: eqs. 3–4 as attention over k_j + a^K_ij and
+    v_j + a^V_ij on a fused kernel; the same output as the dense path (weights asked), which
+    keeps the bias and the value term, at every step, with padded keys (cross) or not."""
+    att = testing.make_attention(kind, "rel_pos[clip=2]", embed_dim=C, heads=H,
+                                 self_attention=kind != "cross", random_biases=True)  # fmt: skip
+    x, mem = torch.randn(T, B, C), torch.randn(T + 2, B, C)
+    pad = testing.padding_mask((T + 2, T, 4), T + 2, side) if kind == "cross" else None
+    with torch.no_grad():
+        for name, need_weights in (("kernel", False), ("dense", True)):
+            state: dict = {}
+            outs = []
+            with dispatch.trace() as seen:
+                for t in range(T):
+                    step = x[t : t + 1]
+                    keys = mem if kind == "cross" else step
+                    out, _ = att(step, keys, keys, key_padding_mask=pad, incremental_state=state,
+                                 static_kv=kind == "cross", need_weights=need_weights)  # fmt: skip
+                    outs.append(out)
+            ran = set(seen.kernels())
+            assert ("dense" in ran) == (name == "dense"), ran
+            if name == "kernel":
+                fast = torch.cat(outs)
+    torch.testing.assert_close(fast, torch.cat(outs), atol=2e-6, rtol=1e-5)
+    with torch.enable_grad():  # training keeps the dense path (one dropout mask for eq. 3)
+        with dispatch.trace() as seen:
+            att(x[:1], x[:1], x[:1]) if kind != "cross" else att(x[:1], mem, mem, pad)
+    assert seen.kernels() == ["dense"]
 
 
 def test_gradients_and_low_precision():

@@ -41,16 +41,19 @@ checkpoint, references and baseline hypotheses, and the decoding options
 fine-tune per task with ``localnmt.runs.glue_finetune`` (``localnmt.runs.glue_runs``),
 reporting dev accuracy per task.
 
-Modules: :mod:`.plan` (tasks, data, references), :mod:`.run` (train and evaluate rows),
-:mod:`.page` (the results page), :mod:`.cli` (options, dry run, dispatch).
+Modules: :mod:`.options` (the command line, typed), :mod:`.plan` (tasks, data, references),
+:mod:`.run` (train and evaluate rows), :mod:`.page` (the results page), :mod:`.cli` (parsing,
+dry run, dispatch).
 """
 
 from localnmt.runs.reproduce.cli import main, parse_args, reproduce
+from localnmt.runs.reproduce.options import ReproduceOptions
 from localnmt.runs.reproduce.plan import Plan, plan_task, separate_vocab
 from localnmt.runs.reproduce.run import row_spec, run_row
 
 __all__ = [
     "Plan",
+    "ReproduceOptions",
     "main",
     "parse_args",
     "plan_task",

@@ -82,3 +82,16 @@ def test_no_module_below_the_command_line_takes_a_namespace() -> None:
                 continue
             for param in inspect.signature(function).parameters.values():
                 assert "Namespace" not in str(param.annotation), f"{module.__name__}.{name}"
+
+
+def test_every_declared_option_is_on_the_command_line() -> None:
+    """A field declared as an option but left out of build_parser would keep its default
+    whatever the command line says."""
+    from localnmt import fields
+
+    dests = {a.dest for a in cli.build_parser()._actions}
+    declared = [f.name for f, _ in fields.declared(ReproduceOptions)]
+    assert declared and set(declared) <= dests
+    plain = {"paper", "table", "data_root", "workdir", "results_dir", *TRAIN_OPTIONS,
+             "glue_tasks", "glue_grid"}  # fmt: skip
+    assert plain <= dests

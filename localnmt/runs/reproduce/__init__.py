@@ -41,9 +41,8 @@ checkpoint, references and baseline hypotheses, and the decoding options
 fine-tune per task with ``localnmt.runs.glue_finetune`` (``localnmt.runs.glue_runs``),
 reporting dev accuracy per task.
 
-Modules: :mod:`.options` (the command line, typed), :mod:`.plan` (tasks, data, references),
-:mod:`.run` (train and evaluate rows), :mod:`.page` (the results page), :mod:`.cli` (parsing,
-dry run, dispatch).
+Modules: :mod:`.plan` (tasks, data, references), :mod:`.run` (train and evaluate rows),
+:mod:`.page` (the results page), :mod:`.cli` (options, dry run, dispatch).
 """
 
 from localnmt.runs.reproduce.cli import main, parse_args, reproduce

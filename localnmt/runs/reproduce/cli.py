@@ -7,6 +7,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from localnmt.catalog import CatalogRow, load_rows
 from localnmt.catalog.tables import (
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     from localnmt.runs import reproduce as package
     from localnmt.runs.glue_runs import setting_text
 
-    def own(parser, *names: str) -> None:
+    def own(parser: Any, *names: str) -> None:  # a parser or a group of it
         add_options(parser, ReproduceOptions, only=names)
 
     p = argparse.ArgumentParser(prog="reproduce", description=package.__doc__,

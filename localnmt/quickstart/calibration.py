@@ -18,9 +18,10 @@ import json
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from localnmt.atomic import write_json
 from localnmt.errors import TrainFailed
@@ -65,6 +66,13 @@ class Calibration:
         return {"updates_per_s": self.costs[0].updates_per_s, "minutes": self.minutes,
                 "updates": self.updates,
                 "systems": [c.to_json() for c in self.costs]}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Calibration:
+        """The calibration of :meth:`to_json` (the first system's speed is its first cost's)."""
+        costs = tuple(SystemCost(c["updates_per_s"], c["validation_s"], c["overhead_s"])
+                      for c in data["systems"])  # fmt: skip
+        return cls(costs, data["minutes"], data["updates"])
 
 
 def validations_run(updates: int, validations: int) -> int:

@@ -7,6 +7,7 @@ import argparse
 import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -22,7 +23,8 @@ from localnmt.fairseq_plugin.architectures import arch_stacks, preset_specs
 from localnmt.machine import load_average, machine_summary
 from localnmt.quickstart.calibration import calibrate
 from localnmt.quickstart.report import write_json, write_markdown, write_plot
-from localnmt.quickstart.results import collect, corpus_meta
+from localnmt.quickstart.results import collect, corpus_info
+from localnmt.quickstart.run_record import Allotment, QuickstartRun
 from localnmt.quickstart.sizing import BASELINE, Sizing, sizing_for, sizings
 from localnmt.quickstart.training import Schedule, run_system, system_spec
 from localnmt.runs.experiment import TestSet
@@ -199,26 +201,31 @@ def run(args: argparse.Namespace) -> None:
     if names[0] != BASELINE:
         log(f"the first system, {names[0]}, is the baseline of the comparison")
     workdir = args.workdir.resolve()
+    record = QuickstartRun(
+        machine=machine, budget_minutes=budget, equal=args.equal, seeds=args.seeds,
+        sizing=sizing.describe(), device=sizing.device, bootstrap_samples=args.bootstrap_samples,
+    )  # fmt: skip
     with locks.hold(workdir):
         log(f"sizing ({sizing.name}): {sizing.describe()}")
         data_bin = corpus(args, sizing, workdir)
-        meta = {"machine": machine, "budget_minutes": budget, "equal": args.equal,
-                "seeds": args.seeds, "sizing": sizing.describe(),
-                "device": sizing.device}  # fmt: skip
-        layouts = train_systems(args, sizing, systems, data_bin, workdir, budget, not cuda, meta)
+        layouts, allotment = train_systems(args, sizing, systems, data_bin, workdir, budget,
+                                           not cuda)  # fmt: skip
         log("step 3/3: report")
         ref = raw_file(data_bin, "test", infer_langs(data_bin, "test")[1])
         results, signature, n_test = collect(systems, layouts, ref, args.bootstrap_samples)
-        meta.update(
-            **corpus_meta(data_bin, args.pair if not args.data else None),
-            test_sentences=n_test, signature=signature, bootstrap_samples=args.bootstrap_samples,
-            load_average_end=load_average(), elapsed_minutes=(time.time() - start) / 60,
+        load_end = load_average()
+        record = replace(
+            record, allotment=allotment,
+            corpus=corpus_info(data_bin, args.pair if not args.data else None),
+            test_sentences=n_test, signature=signature,
+            load_average_end=None if load_end is None else tuple(load_end),
+            elapsed_minutes=(time.time() - start) / 60,
         )  # fmt: skip
-        write_json(workdir, results, meta)
-        report = write_markdown(workdir, results, meta)
-        write_plot(workdir, results, meta)
+        write_json(workdir, results, record)
+        report = write_markdown(workdir, results, record)
+        write_plot(workdir, results, record)
     print(report.read_text(encoding="utf-8"))
-    log(f"done in {meta['elapsed_minutes']:.1f} min: {workdir}/report.{{md,json,png}}")
+    log(f"done in {record.elapsed_minutes:.1f} min: {workdir}/report.{{md,json,png}}")
 
 
 def corpus(args: argparse.Namespace, sizing: Sizing, workdir: Path) -> Path:
@@ -235,31 +242,32 @@ def corpus(args: argparse.Namespace, sizing: Sizing, workdir: Path) -> Path:
 
 def schedule_for(
     args: argparse.Namespace, systems: list[tuple[str, TrainSpec]], workdir: Path,
-    budget: float, meta: dict,
-) -> Schedule:  # fmt: skip
-    """Equal updates (given, or calibrated from the budget) or equal time; ``meta`` gets what
-    was decided."""
+    budget: float,
+) -> tuple[Schedule, Allotment]:  # fmt: skip
+    """Equal updates (given, or calibrated from the budget) or equal time: the schedule
+    every system trains on, and the allotment the report gives."""
     n = len(systems)
     if args.equal == "time":
-        meta["minutes_per_system"] = budget / (n * args.seeds)
-        return Schedule(args.validations, minutes=meta["minutes_per_system"])
+        minutes_each = budget / (n * args.seeds)
+        return (Schedule(args.validations, minutes=minutes_each),
+                Allotment(minutes_per_system=minutes_each))  # fmt: skip
     if args.updates:
-        meta["updates_per_system"] = args.updates
-        return Schedule(args.validations, updates=args.updates)
+        return (Schedule(args.validations, updates=args.updates),
+                Allotment(updates_per_system=args.updates))  # fmt: skip
     minutes = args.calibration_minutes or min(2.0, max(0.5, budget / 20))
     found = calibrate(systems, workdir, minutes, budget, args.validations, args.seeds, log)
-    meta["minutes_per_system"] = max(budget - found.minutes, minutes) / (n * args.seeds)
+    minutes_each = max(budget - found.minutes, minutes) / (n * args.seeds)
     log(f"calibration: {found.minutes:.1f} min → {found.updates} updates per system")
-    meta["calibration"] = found.to_json()
-    meta["updates_per_system"] = found.updates
-    return Schedule(args.validations, updates=found.updates)
+    return (Schedule(args.validations, updates=found.updates),
+            Allotment(minutes_each, found.updates, found))  # fmt: skip
 
 
 def train_systems(
     args: argparse.Namespace, sizing: Sizing, systems: list[CatalogRow], data_bin: Path,
-    workdir: Path, budget: float, cpu: bool, meta: dict,
-) -> list[list[RunLayout]]:  # fmt: skip
-    """Train, translate and score every system (every seed); their run layouts."""
+    workdir: Path, budget: float, cpu: bool,
+) -> tuple[list[list[RunLayout]], Allotment]:  # fmt: skip
+    """Train, translate and score every system (every seed); their run layouts and what
+    every system got (:func:`schedule_for`)."""
     src, tgt = infer_langs(data_bin, "test")
     source = raw_file(data_bin, "test", src)
     test = TestSet("test", ref=raw_file(data_bin, "test", tgt),
@@ -271,7 +279,7 @@ def train_systems(
 
     calibrated = [(row.name, spec(row, RunLayout.under(workdir / "calibration"), 1))
                   for row in systems]  # fmt: skip
-    schedule = schedule_for(args, calibrated, workdir, budget, meta)
+    schedule, allotment = schedule_for(args, calibrated, workdir, budget)
     log(f"step 2/3: {len(systems)} systems x {args.seeds} seed(s), {schedule.describe()} "
         "each, then beam search on the test set and scoring")  # fmt: skip
     layouts = []
@@ -280,4 +288,4 @@ def train_systems(
         for seed, layout in enumerate(runs, 1):
             run_system(row, spec(row, layout, seed), layout, test, schedule, log)
         layouts.append(runs)
-    return layouts
+    return layouts, allotment

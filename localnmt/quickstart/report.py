@@ -1,20 +1,20 @@
 """The quickstart's comparison: ``report.json`` (machine-readable), ``report.md`` and
 ``report.png`` (BLEU with its 95 % interval per system; learning curves).
 
-``meta["equal"]`` says what the systems had in common: ``updates`` (every system trained
-``meta["updates_per_system"]`` updates, the papers' convention; each row gives the minutes it
-took) or ``time`` (``meta["minutes_per_system"]`` of training each; faster systems make more
-updates)."""
+The run's :class:`~localnmt.quickstart.run_record.QuickstartRun` says what the systems had in
+common: equal updates (every system trained its allotment's ``updates_per_system``, the
+papers' convention; each row gives the minutes it took) or equal time (``minutes_per_system``
+of training each; faster systems make more updates)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from localnmt.evaluation.results import TrainingRecord
 from localnmt.machine import describe_machine
+from localnmt.quickstart.run_record import Allotment, Corpus, QuickstartRun
 
 # A system "learned something" when its BLEU and its validation loss say so.
 MIN_BLEU = 1.0
@@ -80,10 +80,11 @@ class SystemResult:
         return {**asdict(self), "learned": self.learned}
 
 
-def write_json(workdir: Path, systems: list[SystemResult], meta: dict[str, Any]) -> Path:
-    """``report.json``: ``{"systems": [...], "machine": ..., "budget_minutes": ..., ...}``."""
+def write_json(workdir: Path, systems: list[SystemResult], run: QuickstartRun) -> Path:
+    """``report.json``: ``{"systems": [...], "machine": ..., "budget_minutes": ..., ...}``
+    (:meth:`QuickstartRun.to_json`)."""
     path = workdir / "report.json"
-    report = {"systems": [s.to_dict() for s in systems], **meta}
+    report = {"systems": [s.to_dict() for s in systems], **run.to_json()}
     path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
@@ -107,32 +108,46 @@ def _delta(system: SystemResult, baseline: SystemResult) -> str:
     return f"{shown} (p={p:.3f}){stars}"
 
 
-def _what_was_equal(meta: dict[str, Any]) -> str:
-    seeds = meta.get("seeds", 1)
+def _allotment(run: QuickstartRun) -> Allotment:
+    if run.allotment is None:
+        raise ValueError("the quickstart run has no allotment yet")
+    return run.allotment
+
+
+def _what_was_equal(run: QuickstartRun) -> str:
+    seeds = run.seeds
     runs = f", {seeds} runs (seeds 1-{seeds}) each" if seeds > 1 else ""
-    if meta.get("equal") == "updates":
-        calibration = meta.get("calibration")
+    allotment = _allotment(run)
+    if run.by_updates:
+        calibration = allotment.calibration
         how = "as asked"
         if calibration:
-            how = (f"{meta['minutes_per_system']:.1f} min of budget per system, from each "
+            how = (f"{allotment.minutes_per_system:.1f} min of budget per system, from each "
                    f"system's measured speed and validations; baseline "
-                   f"{calibration['updates_per_s']:.2f} updates/s")  # fmt: skip
+                   f"{calibration.costs[0].updates_per_s:.2f} updates/s")  # fmt: skip
         return (f"each system is trained for the same number of updates, "
-                f"{meta['updates_per_system']} ({how}){runs}")  # fmt: skip
+                f"{allotment.updates_per_system} ({how}){runs}")  # fmt: skip
     return (f"each system is trained for the same wall-clock budget "
-            f"({meta['minutes_per_system']:.1f} min of {meta['budget_minutes']:g}){runs}; "
+            f"({allotment.minutes_per_system:.1f} min of {run.budget_minutes:g}){runs}; "
             "faster systems make more updates in the same time")  # fmt: skip
 
 
-def write_markdown(workdir: Path, systems: list[SystemResult], meta: dict[str, Any]) -> Path:
+def _corpus(run: QuickstartRun) -> Corpus:
+    if run.corpus is None:
+        raise ValueError("the quickstart run has no corpus yet")
+    return run.corpus
+
+
+def write_markdown(workdir: Path, systems: list[SystemResult], run: QuickstartRun) -> Path:
     """``report.md``: what the numbers are and are not, the table, the caveats."""
     base = systems[0]
-    seeds = meta.get("seeds", 1)
+    seeds = run.seeds
+    corpus = _corpus(run)
     lines = [
-        f"# localnmt quickstart: {meta['corpus']}",
+        f"# localnmt quickstart: {corpus.name}",
         "",
-        f"A small-scale comparison: {_what_was_equal(meta)}, on {meta['corpus_description']}, "
-        f"with a {meta['sizing']}. It shows the methods running side by side and how they learn "
+        f"A small-scale comparison: {_what_was_equal(run)}, on {corpus.description}, "
+        f"with a {run.sizing}. It shows the methods running side by side and how they learn "
         "in a short run on this machine; it is **not** a reproduction of the papers' WMT "
         "results (base/big models trained for days on millions of sentence pairs; see "
         "`scripts/reproduce.sh`).",
@@ -159,9 +174,9 @@ def write_markdown(workdir: Path, systems: list[SystemResult], meta: dict[str, A
               "k of the baseline)" if seeds > 1 else "")  # fmt: skip
     lines += [
         "",
-        f"SacreBLEU on the {meta['test_sentences']} test sentences against the raw references "
-        f"(`{meta['signature']}`). 95 % CI: sacrebleu's bootstrap resampling "
-        f"({meta['bootstrap_samples']} resamples){pooled}; Δ: paired bootstrap test against "
+        f"SacreBLEU on the {run.test_sentences} test sentences against the raw references "
+        f"(`{run.signature}`). 95 % CI: sacrebleu's bootstrap resampling "
+        f"({run.bootstrap_samples} resamples){pooled}; Δ: paired bootstrap test against "
         "the baseline (* p < 0.05, ** p < 0.01). Minutes: the trainer's clock from its start "
         "to its last update, validations included; Updates/s: its training speed (fairseq's "
         "median over the logged intervals).",
@@ -178,9 +193,9 @@ def write_markdown(workdir: Path, systems: list[SystemResult], meta: dict[str, A
                   "it more time (`--budget-minutes`) or a faster machine."]  # fmt: skip
     lines += [
         "",
-        f"Machine: {describe_machine(meta['machine'])} at the start, load "
-        f"{meta['load_average_end'][0] if meta.get('load_average_end') else '?'} at the end. "
-        f"Whole run: {meta['elapsed_minutes']:.1f} min.",
+        f"Machine: {describe_machine(dict(run.machine))} at the start, load "
+        f"{run.load_average_end[0] if run.load_average_end else '?'} at the end. "
+        f"Whole run: {run.elapsed_minutes:.1f} min.",
         "",
         "![BLEU with 95% intervals; learning curves](report.png)",
         "",
@@ -190,7 +205,7 @@ def write_markdown(workdir: Path, systems: list[SystemResult], meta: dict[str, A
     return path
 
 
-def write_plot(workdir: Path, systems: list[SystemResult], meta: dict[str, Any]) -> Path:
+def write_plot(workdir: Path, systems: list[SystemResult], run: QuickstartRun) -> Path:
     """``report.png``: BLEU bars with 95 % intervals; validation loss against updates (equal
     updates) or minutes (equal time), every run of every system."""
     from localnmt.plotting import pyplot
@@ -211,12 +226,13 @@ def write_plot(workdir: Path, systems: list[SystemResult], meta: dict[str, Any])
     ax1.set_ylabel("SacreBLEU (test), 95% bootstrap interval")
     ax1.set_ylim(0, max(max(s.ci[1] for s in systems) * 1.15, 1.0))
     ax1.set_title("Test BLEU")
-    by_updates = meta.get("equal") == "updates"
+    by_updates = run.by_updates
     x_key = "updates" if by_updates else "minutes"
     for color, s in zip(colors, systems):
-        for i, run in enumerate(s.seeds or [SeedRun(1, s.bleu, s.updates, 0, None, None, s.curve)]):
-            if run.curve:
-                ax2.plot([p[x_key] for p in run.curve], [p["valid_loss"] for p in run.curve],
+        runs = s.seeds or [SeedRun(1, s.bleu, s.updates, 0, None, None, s.curve)]
+        for i, seed in enumerate(runs):
+            if seed.curve:
+                ax2.plot([p[x_key] for p in seed.curve], [p["valid_loss"] for p in seed.curve],
                          marker="o", color=color, alpha=1.0 if i == 0 else 0.45,
                          label=s.row if i == 0 else None)  # fmt: skip
     ax2.set_xlabel("updates" if by_updates else "training wall-clock minutes")
@@ -224,10 +240,11 @@ def write_plot(workdir: Path, systems: list[SystemResult], meta: dict[str, Any])
     ax2.set_title("Learning curves")
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=8)
-    equal = (f"{meta['updates_per_system']} updates" if by_updates
-             else f"{meta['minutes_per_system']:.1f} min")  # fmt: skip
-    fig.suptitle(f"{meta['corpus']}: {equal} per system ({describe_machine(meta['machine'])})",
-                 fontsize=9)  # fmt: skip
+    allotment = _allotment(run)
+    equal = (f"{allotment.updates_per_system} updates" if by_updates
+             else f"{allotment.minutes_per_system:.1f} min")  # fmt: skip
+    machine = describe_machine(dict(run.machine))
+    fig.suptitle(f"{_corpus(run).name}: {equal} per system ({machine})", fontsize=9)
     fig.tight_layout()
     path = workdir / "report.png"
     fig.savefig(path, dpi=110)

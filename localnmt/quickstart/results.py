@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
 
 from localnmt.catalog import CatalogRow
 from localnmt.catalog.names import system_name
@@ -15,6 +14,7 @@ from localnmt.evaluation.results import Scores, TrainingRecord, read_scores
 from localnmt.evaluation.scoring import read_lines
 from localnmt.evaluation.significance import bootstrap_intervals
 from localnmt.quickstart.report import SeedRun, SystemResult
+from localnmt.quickstart.run_record import Corpus, CorpusSizes
 from localnmt.runs.generate import infer_langs
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.timed_validation import read_curve
@@ -96,16 +96,16 @@ def single_ref_scores(layout: RunLayout) -> Scores:
     return scores
 
 
-def corpus_meta(data_bin: Path, pair: str | None) -> dict[str, Any]:
-    """Name, one-line description and subset sizes of the corpus."""
+def corpus_info(data_bin: Path, pair: str | None) -> Corpus:
+    """Name, one-line description, subset sizes and languages of the corpus (``pair``: the
+    gettext pair it was built from; None for the user's data-bin)."""
     src, tgt = infer_langs(data_bin, "test")
-    sizes = {s: count_lines(data_bin, s, src, tgt) for s in ("train", "valid", "test")}
+    sizes = CorpusSizes(*(count_lines(data_bin, s, src, tgt) for s in ("train", "valid", "test")))
     if pair:
         name = _GETTEXT.get(pair, pair)
-        text = (f"{sizes['train']:,} training pairs of software-interface strings (the gettext "
+        text = (f"{sizes.train:,} training pairs of software-interface strings (the gettext "
                 "catalogs installed on this machine; short UI messages, not news)")  # fmt: skip
     else:
         name = f"{Path(data_bin).name} ({src}→{tgt})"
-        text = f"{sizes['train']:,} training pairs of {data_bin}"
-    return {"corpus": name, "corpus_description": text, "corpus_sizes": sizes,
-            "data_bin": str(data_bin), "languages": [src, tgt]}  # fmt: skip
+        text = f"{sizes.train:,} training pairs of {data_bin}"
+    return Corpus(name, text, sizes, str(data_bin), (src, tgt))

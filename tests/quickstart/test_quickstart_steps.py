@@ -11,6 +11,7 @@ from localnmt.catalog import CatalogRow, load_rows
 from localnmt.errors import UsageError
 from localnmt.quickstart import cli, training
 from localnmt.quickstart.report import SystemResult, write_json, write_markdown, write_plot
+from localnmt.quickstart.run_record import Allotment, Corpus, CorpusSizes, QuickstartRun
 from localnmt.quickstart.sizing import load_sizings, sizings
 from localnmt.runs import timed_validation, train_run
 from localnmt.runs.layout import RunLayout
@@ -214,12 +215,16 @@ def _system(name: str, bleu: float, curve_losses) -> SystemResult:
 def test_report_files(tmp_path: Path) -> None:
     systems = [_system("base", 12.0, [8, 6, 5]), _system("m1", 13.5, [8, 5.5, 4.8]),
                _system("m2", 0.4, [9, 9.2, 9.1])]  # fmt: skip
-    meta = {"machine": {"cpu": "CPU X", "cores": 2, "gpu": None, "torch": "2",
-                        "load_average": [0.5, 0.5, 0.5]},
-            "budget_minutes": 24, "minutes_per_system": 8, "sizing": "small model",
-            "corpus": "gettext En→De", "corpus_description": "UI strings",
-            "test_sentences": 1000, "signature": "nrefs:1", "bootstrap_samples": 1000,
-            "load_average_end": [0.6, 0.5, 0.5], "elapsed_minutes": 27.0}  # fmt: skip
+    meta = QuickstartRun(
+        machine={"cpu": "CPU X", "cores": 2, "gpu": None, "torch": "2",
+                 "load_average": [0.5, 0.5, 0.5]},
+        budget_minutes=24, equal="time", seeds=1, sizing="small model", device="cpu",
+        bootstrap_samples=1000, allotment=Allotment(minutes_per_system=8),
+        corpus=Corpus("gettext En→De", "UI strings", CorpusSizes(1, 1, 1000), "bin",
+                      ("en", "de")),
+        test_sentences=1000, signature="nrefs:1", load_average_end=(0.6, 0.5, 0.5),
+        elapsed_minutes=27.0,
+    )  # fmt: skip
     data = json.loads(write_json(tmp_path, systems, meta).read_text())
     assert [s["learned"] for s in data["systems"]] == [True, True, False]
     text = write_markdown(tmp_path, systems, meta).read_text()

@@ -46,11 +46,13 @@ Modules: :mod:`.plan` (tasks, data, references), :mod:`.run` (train and evaluate
 """
 
 from localnmt.runs.reproduce.cli import main, parse_args, reproduce
+from localnmt.runs.reproduce.options import ReproduceOptions
 from localnmt.runs.reproduce.plan import Plan, plan_task, separate_vocab
 from localnmt.runs.reproduce.run import row_spec, run_row
 
 __all__ = [
     "Plan",
+    "ReproduceOptions",
     "main",
     "parse_args",
     "plan_task",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import sys
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from localnmt.catalog import CatalogRow
 from localnmt.evaluation.results import AnyScores, MultiRefScores
+from localnmt.runs.reproduce.options import ReproduceOptions
 from localnmt.runs.reproduce.plan import Plan, References
 
 if TYPE_CHECKING:
@@ -32,10 +32,10 @@ def _command() -> str:
     return f"command: `scripts/reproduce.sh {shlex.join(sys.argv[1:])}`"
 
 
-def write_page(args: argparse.Namespace, plan: Plan, markdown: str, results: list,
+def write_page(opts: ReproduceOptions, plan: Plan, markdown: str, results: list,
                scores: dict) -> Path:  # fmt: skip
     """Write ``<stem>.md`` and ``<stem>.json`` (rows and every score) and print the page."""
-    out_dir = Path(args.results_dir)
+    out_dir = Path(opts.results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     page = out_dir / f"{plan.stem}.md"
     page.write_text(markdown, encoding="utf-8")
@@ -48,7 +48,7 @@ def write_page(args: argparse.Namespace, plan: Plan, markdown: str, results: lis
 
 
 def translation_page(
-    args: argparse.Namespace,
+    opts: ReproduceOptions,
     plan: Plan,
     baselines: dict[str, CatalogRow],
     scores: dict[str, AnyScores],
@@ -91,7 +91,7 @@ def translation_page(
             )
         )
     head = scores[first]
-    recipe = "tiny (smoke test, not comparable to the paper)" if args.tiny else "paper sizes"
+    recipe = "tiny (smoke test, not comparable to the paper)" if opts.tiny else "paper sizes"
     batch = plan.task.tokens_per_update or "8 x 4096 (recipe)"
     notes = [f"task: {plan.task.label} ({plan.task.name}); subset: {plan.subset}"]
     notes += plan.notes + refs.notes
@@ -115,14 +115,14 @@ def translation_page(
         f"wall time: {seconds:.0f} s",
         _command(),
     ]
-    title = f"{args.paper} {args.table}, {plan.task.label}"
+    title = f"{opts.paper} {opts.table}, {plan.task.label}"
     legend = LEGEND_MULTI_REF if multi else LEGEND
-    return write_page(args, plan, results_markdown(title, results, notes, legend), results,
+    return write_page(opts, plan, results_markdown(title, results, notes, legend), results,
                       {name: s.to_json() for name, s in scores.items()})  # fmt: skip
 
 
 def glue_page(
-    args: argparse.Namespace,
+    opts: ReproduceOptions,
     plan: Plan,
     baselines: dict[str, CatalogRow],
     scores: dict[str, dict[str, GlueTaskScore]],
@@ -134,7 +134,7 @@ def glue_page(
     from localnmt.runs.glue_runs import setting_text
     from localnmt.runs.reproduce.tables import GlueResult, glue_markdown
 
-    tasks = list(args.glue_tasks)
+    tasks = list(opts.glue_tasks)
     results = [
         GlueResult(
             name=r.name,
@@ -145,10 +145,10 @@ def glue_page(
         )
         for r in plan.rows
     ]
-    setting = setting_text(args.glue_grid)
-    if args.tiny:
+    setting = setting_text(opts.glue_grid)
+    if opts.tiny:
         setting = "batch 8, 3 updates"
-    recipe = "tiny (smoke test, not comparable to the paper)" if args.tiny else "paper sizes"
+    recipe = "tiny (smoke test, not comparable to the paper)" if opts.tiny else "paper sizes"
     notes = [
         f"task: {plan.task.label}; data: `{plan.data}` (pretrain/ and one folder per task)",
         f"pre-training: localnmt.runs.roberta_pretrain; fine-tuning: localnmt.runs.glue_finetune, "
@@ -156,6 +156,6 @@ def glue_page(
         f"wall time: {seconds:.0f} s",
         _command(),
     ]
-    title = f"{args.paper} {args.table}, {plan.task.label}"
+    title = f"{opts.paper} {opts.table}, {plan.task.label}"
     payload = {name: {t: s.to_json() for t, s in row.items()} for name, row in scores.items()}
-    return write_page(args, plan, glue_markdown(title, results, tasks, notes), results, payload)
+    return write_page(opts, plan, glue_markdown(title, results, tasks, notes), results, payload)

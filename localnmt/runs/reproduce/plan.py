@@ -6,7 +6,6 @@ before the first row starts, as one message with exit status 2.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from localnmt.catalog.tables import table_id
 from localnmt.catalog.tasks import DEFAULT_TASK, TASKS, Task
 from localnmt.data.layout import raw_file
 from localnmt.errors import UsageError
+from localnmt.runs.reproduce.options import ReproduceOptions
 
 
 @dataclass
@@ -78,18 +78,18 @@ def separate_vocab(data: Path) -> bool:
     return len({p.read_bytes() for p in Path(data).glob("dict.*.txt")}) > 1
 
 
-def _missing(task: Task, args: argparse.Namespace, what: str) -> UsageError:
+def _missing(task: Task, opts: ReproduceOptions, what: str) -> UsageError:
     tiny = "" if not task.is_translation else (
         " (or --tiny for a smoke test on the embedded gettext corpus)"
     )  # fmt: skip
     return UsageError(
         f"no data for {task.label} ({task.name}): {what}.\n"
-        f"Build it with:\n  {task.prep_command(args.data_root)}\n"
+        f"Build it with:\n  {task.prep_command(opts.data_root)}\n"
         f"then rerun, or pass --data DIR{tiny}. Nothing was trained."
     )
 
 
-def references(data: Path, subset: str, args: argparse.Namespace) -> References:
+def references(data: Path, subset: str, opts: ReproduceOptions) -> References:
     """Raw references and sources of ``subset``: ``--ref``/``--src``, else
     ``<data-bin>/../raw/<subset>.<lang>`` (:func:`localnmt.data.layout.raw_file`).
 
@@ -98,11 +98,11 @@ def references(data: Path, subset: str, args: argparse.Namespace) -> References:
     from localnmt.runs.generate import infer_langs
 
     src_lang, tgt_lang = infer_langs(data, subset)
-    ref = Path(args.ref) if args.ref else raw_file(data, subset, tgt_lang)
-    src = Path(args.src) if args.src else raw_file(data, subset, src_lang)
+    ref = Path(opts.ref) if opts.ref else raw_file(data, subset, tgt_lang)
+    src = Path(opts.src) if opts.src else raw_file(data, subset, src_lang)
     out = References(ref, src)
     if not ref.is_file():
-        if not args.score_against_targets:
+        if not opts.score_against_targets:
             raise UsageError(
                 f"no raw references {ref} for subset {subset}: BLEU is scored against the raw "
                 "text the data-prep step keeps beside the data-bin. Pass --ref FILE, rebuild the "
@@ -117,7 +117,7 @@ def references(data: Path, subset: str, args: argparse.Namespace) -> References:
         )
         print(f"note: {out.notes[-1]}", flush=True)
     if not src.is_file():
-        if args.src:
+        if opts.src:
             raise UsageError(f"--src {src} does not exist")
         out.src = None
         out.notes.append(f"sources for length buckets: fairseq's source lines ({src} missing)")
@@ -125,42 +125,42 @@ def references(data: Path, subset: str, args: argparse.Namespace) -> References:
 
 
 def plan_task(
-    task_name: str, rows: list[CatalogRow], args: argparse.Namespace, *, check: bool = True
+    task_name: str, rows: list[CatalogRow], opts: ReproduceOptions, *, check: bool = True
 ) -> Plan:
     """Rows, data and scoring of one task; with ``check``, stops (:class:`UsageError`, exit 2)
     when the data or its references are missing, before anything runs."""
     task = TASKS[task_name]
-    plan = Plan(task, rows, None, page_stem(args.paper, args.table, task_name))
-    plan.subset = args.subset or rows[0].split
-    default = task.default_data(args.data_root)
+    plan = Plan(task, rows, None, page_stem(opts.paper, opts.table, task_name))
+    plan.subset = opts.subset or rows[0].split
+    default = task.default_data(opts.data_root)
     if task.is_translation:
         default_exists = is_data_bin(default)
     else:
         default_exists = (default / "pretrain").is_dir()
-    if args.data:
-        plan.data = Path(args.data)
-    elif default_exists and not args.pair:
+    if opts.data:
+        plan.data = Path(opts.data)
+    elif default_exists and not opts.pair:
         plan.data = default
-    elif (args.tiny or args.pair) and task.is_translation:
-        plan.data = None  # the embedded gettext corpus (args stay as given: the next task
-        plan.pair = args.pair or "en-de"  # of --task all still finds its own data)
+    elif (opts.tiny or opts.pair) and task.is_translation:
+        plan.data = None  # the embedded gettext corpus (options stay as given: the next task
+        plan.pair = opts.pair or "en-de"  # of --task all still finds its own data)
         plan.notes.append(f"data: embedded gettext corpus {plan.pair} (no {task.label} data)")
     elif check:
-        raise _missing(task, args, f"{default} does not exist")
+        raise _missing(task, opts, f"{default} does not exist")
     else:
         plan.data = default
-        plan.notes.append(f"{default} does not exist yet: {task.prep_command(args.data_root)}")
+        plan.notes.append(f"{default} does not exist yet: {task.prep_command(opts.data_root)}")
     if not task.is_translation:
         from localnmt.runs.glue_runs import missing_data
 
-        missing = missing_data(plan.data, tuple(args.glue_tasks))
+        missing = missing_data(plan.data, tuple(opts.glue_tasks))
         if missing and check:
-            raise _missing(task, args, f"{plan.data} lacks {', '.join(missing)}")
+            raise _missing(task, opts, f"{plan.data} lacks {', '.join(missing)}")
         return plan
     if check and plan.data is not None and not plan.data.is_dir():
-        raise _missing(task, args, f"{plan.data} does not exist")
+        raise _missing(task, opts, f"{plan.data} does not exist")
     if task.scoring == "nist_multi_ref" and plan.subset == "test":
-        refs = Path(args.refs_dir) if args.refs_dir else None
+        refs = Path(opts.refs_dir) if opts.refs_dir else None
         if refs is None and plan.data is not None:
             from localnmt.runs.nist_eval import refs_dir_for
 
@@ -171,8 +171,8 @@ def plan_task(
         if not check and plan.data is not None and not plan.data.exists():
             plan.refs = refs  # dry run before the data is built: where they will be
             return plan
-        if not (args.tiny or not check):
-            raise _missing(task, args, f"no references {refs}/subsets.json for 4-reference BLEU")
+        if not (opts.tiny or not check):
+            raise _missing(task, opts, f"no references {refs}/subsets.json for 4-reference BLEU")
         plan.notes.append(
             "single-reference BLEU on subset test: no NIST references "
             "(refs/subsets.json) next to the data"
@@ -180,40 +180,40 @@ def plan_task(
     return plan
 
 
-def check_references(plan: Plan, args: argparse.Namespace) -> None:
+def check_references(plan: Plan, opts: ReproduceOptions) -> None:
     """Stop (exit 2) now, before any training, when a translation plan's data-bin lacks the
     subset to score or its raw references (the gettext corpus is checked once built)."""
     if not plan.task.is_translation or plan.data is None or plan.refs is not None:
         return
     if not is_data_bin(plan.data):
-        raise _missing(plan.task, args, f"{plan.data} has no dict.*.txt (no fairseq data-bin)")
+        raise _missing(plan.task, opts, f"{plan.data} has no dict.*.txt (no fairseq data-bin)")
     if not any(plan.data.glob(f"{plan.subset}.*-*.*.idx")):
         raise UsageError(
             f"{plan.data} has no subset {plan.subset!r} ({plan.subset}.<src>-<tgt>.*.idx); "
             "choose another with --subset. Nothing was trained."
         )
-    references(plan.data, plan.subset, args)
+    references(plan.data, plan.subset, opts)
 
 
-def prepare_data(args: argparse.Namespace, plan: Plan) -> tuple[Path, References]:
+def prepare_data(opts: ReproduceOptions, plan: Plan) -> tuple[Path, References]:
     """Data-bin (building the gettext corpus if the plan has none) and its raw references."""
     if plan.data is not None:
         data = plan.data
     else:
         from localnmt.data.gettext_corpus import prepare_gettext_pair
 
-        max_train = args.max_train or (5000 if args.tiny else None)
+        max_train = opts.max_train or (5000 if opts.tiny else None)
         data = prepare_gettext_pair(
             plan.pair,
-            Path(args.workdir) / "data" / plan.pair,
-            bpe_merges=args.bpe_merges or (2000 if args.tiny else 8000),
+            Path(opts.workdir) / "data" / plan.pair,
+            bpe_merges=opts.bpe_merges or (2000 if opts.tiny else 8000),
             max_train=max_train,
         )
     if plan.refs is not None:  # NIST: 4 references per set, read by nist_eval
         return Path(data), References(None, None)
-    return Path(data), references(Path(data), plan.subset, args)
+    return Path(data), references(Path(data), plan.subset, opts)
 
 
-def row_size(row: CatalogRow, args: argparse.Namespace) -> str:
+def row_size(row: CatalogRow, opts: ReproduceOptions) -> str:
     """The recipe of a row: ``tiny`` with ``--tiny``, else the row's size."""
-    return "tiny" if args.tiny else row.size
+    return "tiny" if opts.tiny else row.size

@@ -4,10 +4,10 @@ fine-tune."""
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from localnmt import locks, progress
 from localnmt.catalog import CatalogRow
@@ -16,17 +16,14 @@ from localnmt.catalog.tasks import Task
 from localnmt.evaluation.results import AnyScores
 from localnmt.runs.experiment import TestSet, train_and_score
 from localnmt.runs.layout import RunLayout
-from localnmt.runs.options import from_options
+from localnmt.runs.reproduce.options import ReproduceOptions
 from localnmt.runs.reproduce.plan import Plan, References, prepare_data, row_size
 from localnmt.runs.reproduce.plan import separate_vocab as has_separate_vocab
-from localnmt.runs.spec import DecodeSpec, TrainSpec
+from localnmt.runs.spec import TrainSpec
 from localnmt.steps import StepRunner
 
-#: the training options a table's rows take from the command line (the rest come from the
-#: catalog and the recipes)
-TRAIN_OPTIONS = ("max_update", "max_tokens", "layers", "gpus", "cpu", "precision")
-#: the decoding options (``--max-tokens`` is the training batch here)
-DECODE_OPTIONS = ("beam", "lenpen", "max_len_a", "max_len_b", "bpe", "detok")
+if TYPE_CHECKING:
+    from localnmt.runs.glue_runs import GluePlan
 
 
 def row_spec(
@@ -34,18 +31,20 @@ def row_spec(
     data: str,
     run_dir: Path,
     size: str,
-    args: argparse.Namespace,
+    opts: ReproduceOptions,
     task: Task | None = None,
     separate_vocab: bool = False,
 ) -> TrainSpec:
-    """The ``localnmt-train`` settings of one row: its arch and recipe, its ``args``, at
-    paper sizes its paper's ``train_args``, then ``--`` extras of the command line."""
+    """The ``localnmt-train`` settings of one row: its arch and recipe, the training options
+    of the command line (``TRAIN_OPTIONS``), its ``args``, at paper sizes its paper's
+    ``train_args``, then ``--`` extras of the command line."""
     paper_recipe = row.train_args if size in ("base", "big") else ()
-    return from_options(
-        TrainSpec, args, only=TRAIN_OPTIONS, data=str(data),
-        save_dir=str(RunLayout.under(run_dir).checkpoints), arch=row.arch, size=size,
+    return TrainSpec(
+        data=str(data), save_dir=str(RunLayout.under(run_dir).checkpoints), arch=row.arch,
+        size=size, max_update=opts.max_update, max_tokens=opts.max_tokens, layers=opts.layers,
+        gpus=opts.gpus, cpu=opts.cpu, precision=opts.precision,
         tokens_per_update=task.tokens_per_update if task is not None else None,
-        separate_vocab=separate_vocab, extra=(*row.args, *paper_recipe, *args.extra),
+        separate_vocab=separate_vocab, extra=(*row.args, *paper_recipe, *opts.extra),
     )  # fmt: skip
 
 
@@ -59,7 +58,7 @@ def test_set(plan: Plan, refs: References, base_dir: Path | None) -> TestSet:
 def run_row(
     spec: TrainSpec,
     run_dir: Path,
-    args: argparse.Namespace,
+    opts: ReproduceOptions,
     plan: Plan,
     refs: References,
     base_dir: Path | None,
@@ -69,30 +68,29 @@ def run_row(
     run_dir.mkdir(parents=True, exist_ok=True)
     runner = StepRunner(run_dir, log=lambda m: print(f"  {m}", flush=True))
     print("  $ localnmt-train", shlex.join(spec.to_argv()), flush=True)
-    decode = from_options(DecodeSpec, args, only=DECODE_OPTIONS)
     result = train_and_score(
-        spec, RunLayout.under(run_dir), runner, decode=decode,
-        test=test_set(plan, refs, base_dir), average=args.average, rescore=args.rescore,
+        spec, RunLayout.under(run_dir), runner, decode=opts.decode,
+        test=test_set(plan, refs, base_dir), average=opts.average, rescore=opts.rescore,
         log=lambda m: print(m, flush=True),
     )  # fmt: skip
     assert result.scores is not None
     return result.scores
 
 
-def run_translation(plan: Plan, args: argparse.Namespace) -> Path:
+def run_translation(plan: Plan, opts: ReproduceOptions) -> Path:
     """Train and evaluate every row of one task, in a workdir this process holds; returns
     the results page."""
-    workdir = Path(args.workdir) / plan.stem
+    workdir = Path(opts.workdir) / plan.stem
     with locks.hold(workdir):
-        return _run_translation(plan, args, workdir)
+        return _run_translation(plan, opts, workdir)
 
 
-def _run_translation(plan: Plan, args: argparse.Namespace, workdir: Path) -> Path:
+def _run_translation(plan: Plan, opts: ReproduceOptions, workdir: Path) -> Path:
     from localnmt.runs.reproduce.page import translation_page
     from localnmt.runs.train_log import read_train_log
 
-    baselines = {r.name: baseline_of(plan.rows, r, args.baseline) for r in plan.rows}
-    data, refs = prepare_data(args, plan)
+    baselines = {r.name: baseline_of(plan.rows, r, opts.baseline) for r in plan.rows}
+    data, refs = prepare_data(opts, plan)
     separate = has_separate_vocab(data)
     scores: dict[str, AnyScores] = {}
     logs = {}
@@ -103,21 +101,23 @@ def _run_translation(plan: Plan, args: argparse.Namespace, workdir: Path) -> Pat
         print(f"[{i}/{len(rows)}] {row.name} ({row.row})", flush=True)
         run_dir = workdir / row.name
         base_dir = None if base.name == row.name else workdir / base.name
-        spec = row_spec(row, str(data), run_dir, row_size(row, args), args, plan.task, separate)
-        scores[row.name] = run_row(spec, run_dir, args, plan, refs, base_dir)
+        spec = row_spec(row, str(data), run_dir, row_size(row, opts), opts, plan.task, separate)
+        scores[row.name] = run_row(spec, run_dir, opts, plan, refs, base_dir)
         logs[row.name] = read_train_log(RunLayout.under(run_dir).train_log)
     return translation_page(
-        args, plan, baselines, scores, logs, data=data, refs=refs, separate=separate,
+        opts, plan, baselines, scores, logs, data=data, refs=refs, separate=separate,
         first=rows[0].name, seconds=time.time() - start,
     )  # fmt: skip
 
 
-def glue_options(args: argparse.Namespace) -> dict:
-    """Options of :func:`localnmt.runs.glue_runs.plan_row` from the command line."""
-    return dict(
-        tasks=tuple(args.glue_tasks), grid=args.glue_grid, tiny=args.tiny, cpu=args.cpu,
-        gpus=args.gpus, extra=args.extra,
-    )  # fmt: skip
+def glue_row(row: CatalogRow, data: Path, run_dir: Path, opts: ReproduceOptions) -> GluePlan:
+    """The commands of one GLUE row (:func:`localnmt.runs.glue_runs.plan_row`) with the
+    command line's tasks, grid, sizes, devices and fairseq extras."""
+    from localnmt.runs.glue_runs import plan_row
+
+    return plan_row(row, data, run_dir, tasks=tuple(opts.glue_tasks), grid=opts.glue_grid,
+                    tiny=opts.tiny, cpu=opts.cpu, gpus=opts.gpus,
+                    extra=list(opts.extra))  # fmt: skip
 
 
 def glue_step_key(step, run_dir: Path) -> str:
@@ -138,23 +138,23 @@ def portable_command(cmd: list[str], root: Path) -> list[str]:
     return out
 
 
-def run_glue(plan: Plan, args: argparse.Namespace) -> Path:
+def run_glue(plan: Plan, opts: ReproduceOptions) -> Path:
     """Pre-train and fine-tune every row (Pande et al. Table 4); returns the results page.
     Each command is a step keyed by its command line and the contents of the data it reads
     (a changed setting or corpus reruns it and the steps after it)."""
     assert plan.data is not None
-    workdir = Path(args.workdir) / plan.stem
+    workdir = Path(opts.workdir) / plan.stem
     with locks.hold(workdir):
-        return _run_glue(plan, args, workdir)
+        return _run_glue(plan, opts, workdir)
 
 
-def _run_glue(plan: Plan, args: argparse.Namespace, workdir: Path) -> Path:
-    from localnmt.runs.glue_runs import GlueTaskScore, plan_row, row_scores
+def _run_glue(plan: Plan, opts: ReproduceOptions, workdir: Path) -> Path:
+    from localnmt.runs.glue_runs import GlueTaskScore, row_scores
     from localnmt.runs.reproduce.page import glue_page
     from localnmt.runs.train_log import read_train_log
     from localnmt.runs.train_run import launch_logged, training_step
 
-    baselines = {r.name: baseline_of(plan.rows, r, args.baseline) for r in plan.rows}
+    baselines = {r.name: baseline_of(plan.rows, r, opts.baseline) for r in plan.rows}
     start = time.time()
     scores: dict[str, dict[str, GlueTaskScore]] = {}
     params: dict[str, int | None] = {}
@@ -162,7 +162,7 @@ def _run_glue(plan: Plan, args: argparse.Namespace, workdir: Path) -> Path:
     for i, row in enumerate(progress.track(rows, desc="rows", unit="row"), 1):
         print(f"[{i}/{len(rows)}] {row.name} ({row.row})", flush=True)
         run_dir = workdir / row.name
-        glue = plan_row(row, plan.data, run_dir, **glue_options(args))
+        glue = glue_row(row, plan.data, run_dir, opts)
         runner = StepRunner(run_dir, log=lambda m: print(f"  {m}", flush=True))
         for step in glue.steps:
             key = glue_step_key(step, run_dir)
@@ -177,11 +177,11 @@ def _run_glue(plan: Plan, args: argparse.Namespace, workdir: Path) -> Path:
             # those of other settings are moved aside first (the training step claims them)
             training_step(
                 runner, RunLayout(run_dir, step.save_dir, step.log, name=key), launch,
-                name=key, params=portable_command(step.cmd, Path(args.workdir).resolve()),
+                name=key, params=portable_command(step.cmd, Path(opts.workdir).resolve()),
                 inputs=[data], outputs=[step.output],
                 deps=() if key == "pretrain" else ("pretrain",),
                 log=lambda m: print(m, flush=True),
             )  # fmt: skip
         scores[row.name] = row_scores(glue)  # the evaluation step of a GLUE row
         params[row.name] = read_train_log(glue.steps[0].log).params
-    return glue_page(args, plan, baselines, scores, params, seconds=time.time() - start)
+    return glue_page(opts, plan, baselines, scores, params, seconds=time.time() - start)

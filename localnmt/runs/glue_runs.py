@@ -9,7 +9,9 @@ Data layout (``--data``, default ``runs/data/glue``)::
                      the pre-training dictionary)
 
 Per row: ``python -m localnmt.runs.roberta_pretrain`` (short samples, then long ones), then
-``python -m localnmt.runs.glue_finetune`` per task from the second phase's checkpoint. The paper
+``python -m localnmt.runs.glue_finetune`` per task from the second phase's checkpoint: the
+commands of :func:`training_commands`, trained and evaluated (:class:`GlueEvaluation`, the
+dev accuracy) by :func:`localnmt.runs.experiment.train_and_score` like any catalog row. The paper
 picks batch size and learning rate per task from a grid (``glue_finetune.grid`` of
 configs/recipes.yaml): ``grid=True`` runs every setting and keeps the best dev accuracy, else
 the recipe's ``batch_size`` and ``lr`` run alone. MNLI is validated on matched (``valid``, the

@@ -1,4 +1,5 @@
-"""One training run: ``train_run(spec, layout, runner)``.
+"""One training run: ``train_run(spec, layout, runner)`` (or a GLUE row's commands, each a
+:class:`TrainCommand`, in place of ``spec``).
 
 With a :class:`~localnmt.steps.StepRunner` (the quickstart, ``reproduce``) the training is a
 step: a rerun with the same settings and data is skipped, changed ones retrain (the old

@@ -24,7 +24,12 @@ from pathlib import Path
 
 from localnmt.catalog import CatalogRow
 from localnmt.quickstart.sizing import Sizing
-from localnmt.runs.experiment import ExperimentResult, TestSet, train_and_score
+from localnmt.runs.experiment import (
+    ExperimentResult,
+    TestSet,
+    TranslationEvaluation,
+    train_and_score,
+)
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.spec import DecodeSpec, TrainSpec
 from localnmt.steps import StepRunner
@@ -113,7 +118,7 @@ def run_system(
     log(f"{row.name}: {schedule.describe()}, {schedule.validations} validations")
     result = train_and_score(
         scheduled(spec, layout, schedule), layout, StepRunner(layout.root, log=log),
-        decode=decode or DecodeSpec(), test=test, average=0, log=log, on_line=progress,
+        evaluation=TranslationEvaluation(test, decode or DecodeSpec()), log=log, on_line=progress,
     )  # fmt: skip
     assert result.scores is not None
     log(f"{row.name}: SacreBLEU {result.scores.bleu:.2f}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import collections
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -105,6 +106,17 @@ def write_average(paths: list[Path], out: Path) -> Path:
     with atomic_path(out) as tmp:
         torch.save(state, tmp)
     return Path(out)
+
+
+def average_last(
+    directory: Path, n: int, by_update: bool, out: Path, log: Callable[[str], None] | None = None
+) -> Path:
+    """:func:`write_average` of the last ``n`` checkpoints of ``directory`` (by update or by
+    epoch) to ``out``, their names said to ``log``; a ValueError when there are fewer."""
+    paths = last_n_checkpoints(directory, n, by_update=by_update)
+    if log is not None:
+        log(f"  averaging {', '.join(p.name for p in paths)}")
+    return write_average(paths, out)
 
 
 @entry_point("python -m localnmt.runs.average_checkpoints")

@@ -35,7 +35,7 @@ from localnmt.data.metadata import post_processing
 from localnmt.errors import DataError, UsageError, entry_point
 from localnmt.evaluation.breakdown import parse_edges
 from localnmt.evaluation.postprocess import postprocess
-from localnmt.evaluation.results import Scored, Scores, TrainingRecord, write_scores
+from localnmt.evaluation.results import AnyScores, Scored, Scores, TrainingRecord, write_scores
 from localnmt.evaluation.scoring import (
     DEFAULT_SCORING,
     ScoringOptions,
@@ -128,6 +128,44 @@ def translate_subsets(
         )  # fmt: skip
         for s in subsets
     }
+
+
+@dataclass(frozen=True)
+class TestSet:
+    """What a trained model is scored on."""
+
+    subset: str = "test"
+    #: raw references (None: fairseq's post-processed target lines)
+    ref: Path | None = None
+    #: raw sources, for BLEU by source length (None: fairseq's source lines)
+    src: Path | None = None
+    #: NIST's four references per set (``refs/subsets.json``): every test subset is decoded
+    nist_refs: Path | None = None
+    #: the baseline run's evaluation folder: its hypotheses are the paired test's reference
+    baseline: Path | None = None
+
+    def inputs(self) -> list[Path | None]:
+        """The files whose contents decide the scores (for the step's fingerprint)."""
+        base = self.baseline / "hyp.txt" if self.baseline and not self.nist_refs else self.baseline
+        return [self.ref, self.src, self.nist_refs, base]
+
+
+def score_checkpoint(
+    data_bin: Path, checkpoint: Path, out_dir: Path, test: TestSet,
+    decode: DecodeSpec = DEFAULT_DECODING, *, user_dir: str | None = None,
+) -> AnyScores:  # fmt: skip
+    """Translate ``test`` with ``checkpoint`` and score it into ``out_dir``: every NIST set
+    against its four references (:func:`~localnmt.runs.nist_eval.evaluate_nist`), else
+    :func:`evaluate_checkpoint`."""
+    if test.nist_refs is not None:
+        from localnmt.runs.nist_eval import evaluate_nist
+
+        return evaluate_nist(data_bin, checkpoint, out_dir, test.nist_refs, decode,
+                             baseline_dir=test.baseline, user_dir=user_dir)  # fmt: skip
+    baseline = test.baseline / "hyp.txt" if test.baseline else None
+    return evaluate_checkpoint(data_bin, checkpoint, out_dir, ref=test.ref, src=test.src,
+                               baseline_hyp=baseline, subset=test.subset, decode=decode,
+                               user_dir=user_dir)  # fmt: skip
 
 
 @dataclass
@@ -235,14 +273,6 @@ def _langs(data_bin: Path, subset: str) -> tuple[str, str]:
         raise DataError(f"{err}: give the data-bin of the test set (--data-bin)") from None
 
 
-def _average(run_dir: Path, n: int, by_update: bool, out: Path) -> Path:
-    """Average the last ``n`` checkpoints of ``run_dir`` into ``out/checkpoint_avg.pt``."""
-    from localnmt.runs.average_checkpoints import last_n_checkpoints, write_average
-
-    paths = last_n_checkpoints(run_dir, n, by_update=by_update)
-    return write_average(paths, out / "checkpoint_avg.pt")
-
-
 def score_files(args: argparse.Namespace, scoring: ScoringOptions) -> Scores:
     """``--hyp`` mode: score a hypothesis file; every file is checked before scoring."""
     hyps = read_lines(args.hyp)
@@ -310,13 +340,15 @@ def main(argv: list[str] | None = None) -> None:
 def evaluate_run(args: argparse.Namespace, extra: list[str], scoring: ScoringOptions) -> Scores:
     """Checkpoint mode: (average,) translate and score, the given files checked first."""
     from localnmt.paths import resolve_user_dir
+    from localnmt.runs.average_checkpoints import average_last
 
     if args.average_dir:
         if args.ref or args.src or args.baseline_hyp:  # checked before the (long) averaging
             given = GivenFiles.read(args.ref, args.src, args.baseline_hyp)
             given.check(*subset_size(args.data_bin, args.subset))
         try:
-            args.checkpoint = _average(args.average_dir, args.average, args.by_update, args.out)
+            args.checkpoint = average_last(args.average_dir, args.average, args.by_update,
+                                           args.out / "checkpoint_avg.pt")  # fmt: skip
         except (OSError, ValueError) as err:
             raise DataError(str(err)) from None
     return evaluate_checkpoint(

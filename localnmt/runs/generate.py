@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-from localnmt import processes, progress
+from localnmt import progress
 from localnmt.errors import DataError
 from localnmt.paths import default_user_dir  # noqa: F401  (the one --user-dir helper)
 from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
+from localnmt.runs.streaming import stream_lines
 
 _LINE = re.compile(r"^([HTS])-(\d+)\t")
 
@@ -86,20 +86,13 @@ def run_generate(
         open(log, "w") as err,
         progress.bar(total=sentences, desc="translating", unit="sent") as shown,
     ):
-        proc = processes.start(cmd, stdout=subprocess.PIPE, stderr=err)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:  # bytes, split at b"\n" only, written as they came
-                out.write(line)
-                if line.startswith(b"S-"):
-                    shown.update(1)
-            returncode = proc.wait()
-        except BaseException:
-            processes.stop(proc)
-            raise
-        finally:
-            if proc.stdout is not None:
-                proc.stdout.close()
+
+        def each_line(line: bytes) -> None:  # written as it came
+            out.write(line)
+            if line.startswith(b"S-"):
+                shown.update(1)
+
+        returncode = stream_lines(cmd, each_line, stderr=err, text=False)
     if returncode != 0:
         cause = failure_cause(Path(log).read_text(encoding="utf-8", errors="replace"))
         raise GenerateFailed(

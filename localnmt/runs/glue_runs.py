@@ -9,7 +9,9 @@ Data layout (``--data``, default ``runs/data/glue``)::
                      the pre-training dictionary)
 
 Per row: ``python -m localnmt.runs.roberta_pretrain`` (short samples, then long ones), then
-``python -m localnmt.runs.glue_finetune`` per task from the second phase's checkpoint. The paper
+``python -m localnmt.runs.glue_finetune`` per task from the second phase's checkpoint: the
+commands of :func:`training_commands`, trained and evaluated (:class:`GlueEvaluation`, the
+dev accuracy) by :func:`localnmt.runs.experiment.train_and_score` like any catalog row. The paper
 picks batch size and learning rate per task from a grid (``glue_finetune.grid`` of
 configs/recipes.yaml): ``grid=True`` runs every setting and keeps the best dev accuracy, else
 the recipe's ``batch_size`` and ``lr`` run alone. MNLI is validated on matched (``valid``, the
@@ -25,7 +27,10 @@ from pathlib import Path
 
 from localnmt.catalog import CatalogRow
 from localnmt.catalog.tasks import GLUE_TASKS
+from localnmt.runs.layout import RunLayout
 from localnmt.runs.recipes import glue_finetune_recipe, lr_text, roberta_pretrain_recipe
+from localnmt.runs.train_run import TrainCommand, TrainRun
+from localnmt.steps import Log
 
 PRETRAIN = [sys.executable, "-m", "localnmt.runs.roberta_pretrain"]
 FINETUNE = [sys.executable, "-m", "localnmt.runs.glue_finetune"]
@@ -60,6 +65,8 @@ class Step:
     log: Path
     output: Path
     save_dir: Path
+    #: the data-bin it reads (the pre-training text, or the task's)
+    data: Path
     task: str | None = None  # the GLUE task of a fine-tuning step
     setting: tuple[int, str] | None = None
 
@@ -114,7 +121,8 @@ def plan_row(
     plan = GluePlan(row)
     long_samples = roberta_pretrain_recipe().phase2_tokens_per_sample
     restore = pre_dir / f"seq{long_samples}" / "checkpoint_last.pt"
-    plan.steps.append(Step("pretrain", pretrain, pre_dir / "train.log", restore, pre_dir))
+    plan.steps.append(Step("pretrain", pretrain, pre_dir / "train.log", restore, pre_dir,
+                           data / "pretrain"))  # fmt: skip
     for task in tasks:
         for bsz, lr in grid_settings() if grid else (default_setting(),):
             out = run_dir / task / (f"bsz{bsz}_lr{lr}" if grid else "")
@@ -131,10 +139,47 @@ def plan_row(
                 ft_extra += ["--max-update", "3"]
             cmd += ["--", *ft_extra]
             ckpt = out / "checkpoints" / "checkpoint_last.pt"
-            step = Step(f"finetune {task}", cmd, out / "train.log", ckpt, ckpt.parent, task)
+            step = Step(f"finetune {task}", cmd, out / "train.log", ckpt, ckpt.parent,
+                        data / task, task)  # fmt: skip
             step.setting = (bsz, lr)
             plan.steps.append(step)
     return plan
+
+
+def glue_step_key(step: Step, run_dir: Path) -> str:
+    """The step's marker name, one per output folder: ``pretrain``, ``SST-2`` or, with the
+    grid, ``SST-2_bsz32_lr1e-4``."""
+    return step.log.parent.relative_to(run_dir).as_posix().replace("/", "_")
+
+
+def portable_command(cmd: list[str], root: Path) -> list[str]:
+    """``cmd`` with every path under ``root`` written relative to it: the key of a GLUE step,
+    so that a moved workdir is still recognised (its checkpoints resumed, not set aside)."""
+    out = []
+    for arg in cmd:
+        path = Path(arg)
+        if path.is_absolute() and path.is_relative_to(root):
+            arg = path.relative_to(root).as_posix()
+        out.append(arg)
+    return out
+
+
+def training_commands(plan: GluePlan, run_dir: Path, root: Path) -> list[TrainCommand]:
+    """The row's training for :func:`~localnmt.runs.train_run.train_run`: each command a step
+    keyed by its command line (paths under ``root``, the workdir, relative to it) and the
+    contents of the data it reads, the fine-tunings after the pre-training (a changed
+    setting or corpus reruns it and the steps after it). Pre-training's first phase resumes
+    any ``checkpoint_last.pt`` in its save dir: those of other settings are moved aside
+    first (the training step claims them)."""
+    commands = []
+    for step in plan.steps:
+        key = glue_step_key(step, run_dir)
+        commands.append(TrainCommand(
+            key, step.cmd, RunLayout(run_dir, step.save_dir, step.log, name=key),
+            params=portable_command(step.cmd, root), inputs=[step.data], outputs=[step.output],
+            deps=() if key == "pretrain" else ("pretrain",), what=step.name, show_command=True,
+        ))  # fmt: skip
+    return commands
 
 
 def setting_text(grid: bool) -> str:
@@ -187,10 +232,34 @@ class GlueTaskScore:
         return out
 
 
-def row_scores(plan: GluePlan) -> dict[str, GlueTaskScore]:
+#: a GLUE row's result: each task's dev accuracy
+GlueScores = dict[str, GlueTaskScore]
+
+
+@dataclass(frozen=True)
+class GlueEvaluation:
+    """The evaluation of a GLUE row for :func:`~localnmt.runs.experiment.train_and_score`:
+    fairseq's validation during fine-tuning measured the metric, so this step reads it from
+    the logs every time (no step of its own, nothing written)."""
+
+    plan: GluePlan
+
+    def step(self, trained: TrainRun) -> None:
+        """Not a step: the logs are read afresh."""
+        return None
+
+    def evaluate(self, trained: TrainRun, log: Log) -> None:
+        """Nothing to compute after training."""
+
+    def result(self, trained: TrainRun) -> GlueScores:
+        """:func:`row_scores` of the plan."""
+        return row_scores(self.plan)
+
+
+def row_scores(plan: GluePlan) -> GlueScores:
     """The evaluation step of a GLUE row: per task, the dev accuracy read from its
     fine-tuning logs (matched for MNLI), the setting that gave it, all settings."""
-    out: dict[str, GlueTaskScore] = {}
+    out: GlueScores = {}
     for step in plan.steps:
         if step.task is None:
             continue

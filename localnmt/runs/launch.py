@@ -10,16 +10,15 @@ The output is streamed, line by line, to the run's log.
 from __future__ import annotations
 
 import shlex
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from localnmt import processes
 from localnmt.errors import UsageError
 from localnmt.paths import resolve_user_dir
 from localnmt.runs.recipes import effective_recipe, train_args
 from localnmt.runs.spec import TrainSpec
+from localnmt.runs.streaming import stream_lines
 from localnmt.runs.torchrun_output import LauncherReport
 
 ENTRY = ["-m", "localnmt.runs.fairseq_entry", "train"]
@@ -112,36 +111,27 @@ def run_logged(
 ) -> int:
     """Run ``cmd`` with stdout and stderr streamed, line by line, to ``log_file`` (and to this
     process's stdout with ``echo``, and to ``on_line``, e.g. a progress display); returns the
-    exit status. The child is started by :func:`localnmt.processes.start` (threads that sleep
-    when idle; ``procs_per_node`` CPU processes share the cores; ``env``: another
-    environment, for measurements); if this process is
-    interrupted (Ctrl-C, SIGTERM, an error of ``on_line``) the child is stopped and waited for
-    before the interruption goes on; if this process dies, the child is sent SIGTERM."""
+    exit status. The child runs under :func:`localnmt.runs.streaming.stream_lines` (threads
+    that sleep when idle; ``procs_per_node`` CPU processes share the cores; ``env``: another
+    environment, for measurements); if this process is interrupted (Ctrl-C, SIGTERM, an
+    error of ``on_line``) the child is stopped and waited for before the interruption goes
+    on; if this process dies, the child is sent SIGTERM."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
+    report = LauncherReport()  # torchrun's own traceback is in the log, not echoed
     with open(log_file, "a" if append else "w", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
         log.flush()
-        popen = {"env": env} if env is not None else {}
-        proc = processes.start(cmd, procs_per_node=procs_per_node, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, errors="replace",
-                               bufsize=1, **popen)  # fmt: skip
-        report = LauncherReport()  # torchrun's own traceback is in the log, not echoed
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                if echo:
-                    sys.stdout.writelines(report.feed(line))
-                    sys.stdout.flush()
-                if on_line is not None:
-                    on_line(line.rstrip("\n"))
+
+        def each_line(line: str) -> None:
+            log.write(line)
+            log.flush()
             if echo:
-                sys.stdout.writelines(report.flush())
-            return proc.wait()
-        except BaseException:
-            processes.stop(proc)
-            raise
-        finally:
-            if proc.stdout is not None:
-                proc.stdout.close()
+                sys.stdout.writelines(report.feed(line))
+                sys.stdout.flush()
+            if on_line is not None:
+                on_line(line.rstrip("\n"))
+
+        status = stream_lines(cmd, each_line, procs_per_node=procs_per_node, env=env)
+    if echo:
+        sys.stdout.writelines(report.flush())
+    return status

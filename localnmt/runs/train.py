@@ -96,7 +96,7 @@ def test_set(spec: TrainSpec, subset: str):
 @entry_point("localnmt-train")
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point (``localnmt-train``)."""
-    from localnmt.runs.experiment import train_and_score
+    from localnmt.runs.experiment import TranslationEvaluation, train_and_score
 
     spec, ns = parse_args(argv)
     gpus = spec.gpus_per_node()
@@ -112,12 +112,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"localnmt-train: --start-over: moved the checkpoints of {spec.save_dir} to "
                   f"{aside}", file=sys.stderr, flush=True)  # fmt: skip
         preflight(fairseq_args(spec, gpus), ns.accept_lost_updates)
-    test = test_set(spec, ns.subset) if ns.evaluate else None
-    decode = from_options(DecodeSpec, ns, only=DECODE_OPTIONS) if ns.evaluate else None
+    evaluation = None  # the references are checked before training
+    if ns.evaluate:
+        decode = from_options(DecodeSpec, ns, only=DECODE_OPTIONS)
+        evaluation = TranslationEvaluation(test_set(spec, ns.subset), decode)
     layout = RunLayout.for_save_dir(Path(spec.save_dir), ns.log)
     print(f"localnmt-train: world size {world_size(spec, gpus)} (gpus/node {gpus}, nodes "
           f"{spec.nnodes}), log {layout.train_log}", file=sys.stderr, flush=True)  # fmt: skip
-    result = train_and_score(spec, layout, decode=decode, test=test, echo=True,
+    result = train_and_score(spec, layout, evaluation=evaluation, echo=True,
                              log=lambda m: print(m, file=sys.stderr, flush=True))  # fmt: skip
     if result.scores is not None:
         print(result.scores.summary())

@@ -1,4 +1,5 @@
-"""One training run: ``train_run(spec, layout, runner)``.
+"""One training run: ``train_run(spec, layout, runner)`` (or a GLUE row's commands, each a
+:class:`TrainCommand`, in place of ``spec``).
 
 With a :class:`~localnmt.steps.StepRunner` (the quickstart, ``reproduce``) the training is a
 step: a rerun with the same settings and data is skipped, changed ones retrain (the old
@@ -28,9 +29,11 @@ run directory is still recognised.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from localnmt import locks
@@ -54,9 +57,13 @@ class TrainRun:
     """Where a finished run lives and whether this call trained it."""
 
     layout: RunLayout
+    #: the fingerprint of its (last) training step; None without a step runner
     fingerprint: str | None
     ran: bool
+    #: the (last) training command
     command: list[str]
+    #: the settings, when a :class:`TrainSpec` was trained (None: a GLUE row's commands)
+    spec: TrainSpec | None = None
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -70,6 +77,28 @@ class TrainRun:
     def checkpoint(self) -> Path:
         """The last checkpoint."""
         return self.layout.last_checkpoint
+
+
+@dataclass(frozen=True)
+class TrainCommand:
+    """One training process as a step: its command, where it writes (``layout``: save dir,
+    log, ``<name>.started.json``) and what its fingerprint covers (``params``, the contents
+    of ``inputs``, the steps ``deps`` it follows)."""
+
+    name: str
+    cmd: list[str]
+    layout: RunLayout
+    params: object
+    inputs: list[Path]
+    outputs: list[Path]
+    deps: tuple[str, ...] = ()
+    #: what it is called in messages (``training``, ``finetune SST-2``)
+    what: str = "training"
+    #: the first message of a launch (None: ``what``)
+    announce: str | None = None
+    #: log the command line before it runs
+    show_command: bool = False
+    procs_per_node: int = 1
 
 
 def run_params(spec: TrainSpec, gpus: int) -> dict:
@@ -147,8 +176,24 @@ def training_step(
     return fp, ran
 
 
+def spec_command(spec: TrainSpec, layout: RunLayout, name: str = "train") -> TrainCommand:
+    """The one training command of ``spec`` (``spec.save_dir`` must be ``layout.checkpoints``),
+    checked before anything runs: :class:`~localnmt.errors.UsageError` when ``spec.data`` is
+    no data-bin or a damaged one, or the attention options do not fit
+    (:mod:`localnmt.runs.preflight`)."""
+    check_data_bin(spec.data)
+    if Path(spec.save_dir).resolve() != layout.checkpoints.resolve():
+        raise ValueError(f"spec.save_dir {spec.save_dir} is not {layout.checkpoints}")
+    gpus = spec.gpus_per_node()
+    check_training(spec, gpus)  # data-bin files, attention options and their memory
+    return TrainCommand(name, launch_command(spec, gpus), layout, run_params(spec, gpus),
+                        inputs=[Path(spec.data)], outputs=[layout.last_checkpoint],
+                        announce=f"training {spec.arch}",
+                        procs_per_node=spec.procs_per_node(gpus))  # fmt: skip
+
+
 def train_run(
-    spec: TrainSpec,
+    training: TrainSpec | Sequence[TrainCommand],
     layout: RunLayout,
     runner: StepRunner | None = None,
     *,
@@ -157,36 +202,38 @@ def train_run(
     echo: bool = False,
     on_line: Callable[[str], None] | None = None,
 ) -> TrainRun:
-    """Train ``spec`` into ``layout.checkpoints`` (``spec.save_dir`` must be that folder).
+    """Train a :class:`TrainSpec` (:func:`spec_command`, the step ``name``) or a row's
+    commands in order (a GLUE row: pre-training, then each fine-tuning), into ``layout``.
 
-    With ``runner``: a step named ``name`` (skipped when an identical run is done). Without:
-    fairseq-train runs, appending to the log. ``echo`` also copies fairseq's output to stdout,
+    With ``runner``: each command is a step (skipped when an identical run is done). Without:
+    each runs, appending to its log. ``echo`` also copies fairseq's output to stdout,
     ``on_line`` receives each of its lines (progress displays).
-    Raises :class:`~localnmt.errors.UsageError` when ``spec.data`` is no data-bin or a
-    damaged one, or the attention options do not fit (:mod:`localnmt.runs.preflight`),
-    :class:`~localnmt.errors.TrainFailed` when fairseq fails."""
-    check_data_bin(spec.data)
-    if Path(spec.save_dir).resolve() != layout.checkpoints.resolve():
-        raise ValueError(f"spec.save_dir {spec.save_dir} is not {layout.checkpoints}")
-    gpus = spec.gpus_per_node()
-    check_training(spec, gpus)  # data-bin files, attention options and their memory
-    cmd = launch_command(spec, gpus)
+    Raises :class:`~localnmt.errors.TrainFailed` when fairseq fails."""
+    spec = training if isinstance(training, TrainSpec) else None
+    commands = [spec_command(spec, layout, name)] if spec is not None else list(training)
 
-    def launch(resume: bool) -> None:
-        launch_logged(cmd, layout.train_log, resume=resume, announce=f"training {spec.arch}",
-                      log=log, echo=echo, on_line=on_line,
-                      procs_per_node=spec.procs_per_node(gpus))  # fmt: skip
+    def launch(command: TrainCommand, resume: bool) -> None:
+        if command.show_command:
+            log(f"  {command.what}: $ {shlex.join(command.cmd)}")
+        launch_logged(command.cmd, command.layout.train_log, resume=resume, what=command.what,
+                      announce=command.announce, log=log, echo=echo, on_line=on_line,
+                      procs_per_node=command.procs_per_node)  # fmt: skip
 
     if runner is None:
         with locks.hold(layout.root):
-            layout.checkpoints.mkdir(parents=True, exist_ok=True)
-            launch(resume=True)
-        return TrainRun(layout, None, True, cmd)
+            for command in commands:
+                command.layout.checkpoints.mkdir(parents=True, exist_ok=True)
+                launch(command, resume=True)
+        return TrainRun(layout, None, True, commands[-1].cmd, spec)
 
-    fp, ran = training_step(runner, layout, launch, name=name, params=run_params(spec, gpus),
-                            inputs=[Path(spec.data)], outputs=[layout.last_checkpoint],
-                            log=log)  # fmt: skip
-    return TrainRun(layout, fp, ran, cmd)
+    fp, ran = None, False
+    for command in commands:
+        fp, ran_now = training_step(runner, command.layout, partial(launch, command),
+                                    name=command.name, params=command.params,
+                                    inputs=command.inputs, outputs=command.outputs,
+                                    deps=command.deps, log=log)  # fmt: skip
+        ran = ran or ran_now
+    return TrainRun(layout, fp, ran, commands[-1].cmd, spec)
 
 
 def _stamp_fingerprint(stamp: Path) -> str | None:

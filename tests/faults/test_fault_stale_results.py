@@ -14,7 +14,7 @@ import pytest
 from localnmt.evaluation.metrics import BleuResult
 from localnmt.evaluation.results import Scored, Scores, write_scores
 from localnmt.runs import experiment, train_run
-from localnmt.runs.experiment import TestSet, train_and_score
+from localnmt.runs.experiment import TestSet, TranslationEvaluation, train_and_score
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.spec import TrainSpec
 from localnmt.steps import StepRunner
@@ -34,12 +34,12 @@ def calls(monkeypatch) -> dict[str, list]:
         seen["train"].append(cmd)
         return 0
 
-    def fake_scoring(spec, checkpoint, layout, decode, test, log=print) -> Scores:
-        layout.eval_dir.mkdir(parents=True, exist_ok=True)
+    def fake_scoring(data_bin, checkpoint, out_dir, test, decode, *, user_dir) -> Scores:
+        out_dir.mkdir(parents=True, exist_ok=True)
         refs = Path(test.ref).read_text()
         bleu = BleuResult(1.0, [1.0] * 4, 1.0, 1, 1, "sig", "BLEU = 1.0")
         scores = Scores(1, bleu, bleu, scored=Scored(checkpoint.read_text(), None, "de", refs))
-        write_scores(layout.scores, scores)
+        write_scores(out_dir / "scores.json", scores)
         seen["evaluate"].append(scores)
         return scores
 
@@ -58,7 +58,8 @@ def _run(data: Path, ref: Path, run_dir: Path) -> Scores:
     spec = TrainSpec(data=str(data), save_dir=str(layout.checkpoints), arch="transformer",
                      size="tiny", cpu=True, user_dir="none")  # fmt: skip
     result = train_and_score(spec, layout, StepRunner(run_dir, log=lambda m: None),
-                             test=TestSet("test", ref=ref), log=lambda m: None)  # fmt: skip
+                             evaluation=TranslationEvaluation(TestSet("test", ref=ref)),
+                             log=lambda m: None)  # fmt: skip
     return result.scores
 
 

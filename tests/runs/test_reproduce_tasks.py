@@ -156,8 +156,7 @@ def test_dry_run_glue(catalog, tmp_path, capsys):
         assert "-m localnmt.runs.glue_finetune" in cmd and f"--data {tmp_path}/glue/{task} " in cmd
         assert f"--restore-file {ckpt} " in cmd and "--batch-size 32 --lr 1e-4" in cmd
     assert "--valid-subset valid,valid1" in fine[2] and "--valid-subset" not in fine[0]
-    from localnmt.runs.glue_runs import plan_row
-    from localnmt.runs.reproduce.run import glue_step_key
+    from localnmt.runs.glue_runs import glue_step_key, plan_row
 
     row = next(r for r in all_rows() if r.arch == "pande2021_bert_band2_untied")
     steps = plan_row(row, tmp_path, tmp_path / "r", grid=True).steps
@@ -324,7 +323,7 @@ def test_paper_training_flags_at_paper_sizes_only(catalog, tmp_path, capsys):
 def test_glue_step_key_survives_a_moved_workdir(tmp_path) -> None:
     """The GLUE steps' key (and the fingerprint that decides whether pre-training checkpoints
     are resumed) writes paths under the workdir relative to it: the same after a move."""
-    from localnmt.runs.reproduce.run import portable_command
+    from localnmt.runs.glue_runs import portable_command
 
     def cmd(root):
         save = root / "glue" / "row" / "pretrain"

@@ -14,7 +14,7 @@ from localnmt.catalog import CatalogRow
 from localnmt.catalog.tables import baseline_of, baselines_first
 from localnmt.catalog.tasks import Task
 from localnmt.evaluation.results import AnyScores
-from localnmt.runs.experiment import TestSet, train_and_score
+from localnmt.runs.experiment import TestSet, TranslationEvaluation, train_and_score
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.reproduce.options import ReproduceOptions
 from localnmt.runs.reproduce.plan import Plan, References, prepare_data, row_size
@@ -69,8 +69,8 @@ def run_row(
     runner = StepRunner(run_dir, log=lambda m: print(f"  {m}", flush=True))
     print("  $ localnmt-train", shlex.join(spec.to_argv()), flush=True)
     result = train_and_score(
-        spec, RunLayout.under(run_dir), runner, decode=opts.decode,
-        test=test_set(plan, refs, base_dir), average=opts.average, rescore=opts.rescore,
+        spec, RunLayout.under(run_dir), runner, rescore=opts.rescore,
+        evaluation=TranslationEvaluation(test_set(plan, refs, base_dir), opts.decode, opts.average),
         log=lambda m: print(m, flush=True),
     )  # fmt: skip
     assert result.scores is not None
@@ -120,24 +120,6 @@ def glue_row(row: CatalogRow, data: Path, run_dir: Path, opts: ReproduceOptions)
                     extra=list(opts.extra))  # fmt: skip
 
 
-def glue_step_key(step, run_dir: Path) -> str:
-    """The step's marker name, one per output folder: ``pretrain``, ``SST-2`` or, with the
-    grid, ``SST-2_bsz32_lr1e-4``."""
-    return step.log.parent.relative_to(run_dir).as_posix().replace("/", "_")
-
-
-def portable_command(cmd: list[str], root: Path) -> list[str]:
-    """``cmd`` with every path under ``root`` written relative to it: the key of a GLUE step,
-    so that a moved workdir is still recognised (its checkpoints resumed, not set aside)."""
-    out = []
-    for arg in cmd:
-        path = Path(arg)
-        if path.is_absolute() and path.is_relative_to(root):
-            arg = path.relative_to(root).as_posix()
-        out.append(arg)
-    return out
-
-
 def run_glue(plan: Plan, opts: ReproduceOptions) -> Path:
     """Pre-train and fine-tune every row (Pande et al. Table 4); returns the results page.
     Each command is a step keyed by its command line and the contents of the data it reads
@@ -149,14 +131,13 @@ def run_glue(plan: Plan, opts: ReproduceOptions) -> Path:
 
 
 def _run_glue(plan: Plan, opts: ReproduceOptions, workdir: Path) -> Path:
-    from localnmt.runs.glue_runs import GlueTaskScore, row_scores
+    from localnmt.runs.glue_runs import GlueEvaluation, GlueScores, training_commands
     from localnmt.runs.reproduce.page import glue_page
     from localnmt.runs.train_log import read_train_log
-    from localnmt.runs.train_run import launch_logged, training_step
 
     baselines = {r.name: baseline_of(plan.rows, r, opts.baseline) for r in plan.rows}
     start = time.time()
-    scores: dict[str, dict[str, GlueTaskScore]] = {}
+    scores: dict[str, GlueScores] = {}
     params: dict[str, int | None] = {}
     rows = baselines_first(plan.rows, baselines)
     for i, row in enumerate(progress.track(rows, desc="rows", unit="row"), 1):
@@ -164,24 +145,12 @@ def _run_glue(plan: Plan, opts: ReproduceOptions, workdir: Path) -> Path:
         run_dir = workdir / row.name
         glue = glue_row(row, plan.data, run_dir, opts)
         runner = StepRunner(run_dir, log=lambda m: print(f"  {m}", flush=True))
-        for step in glue.steps:
-            key = glue_step_key(step, run_dir)
-            data = plan.data / ("pretrain" if key == "pretrain" else step.task or "")
-
-            def launch(resume: bool, step=step) -> None:
-                print(f"  {step.name}: $", shlex.join(step.cmd), flush=True)
-                launch_logged(step.cmd, step.log, resume=resume, what=step.name,
-                              log=lambda m: print(m, flush=True))  # fmt: skip
-
-            # pre-training's first phase resumes any checkpoint_last.pt in its save dir:
-            # those of other settings are moved aside first (the training step claims them)
-            training_step(
-                runner, RunLayout(run_dir, step.save_dir, step.log, name=key), launch,
-                name=key, params=portable_command(step.cmd, Path(opts.workdir).resolve()),
-                inputs=[data], outputs=[step.output],
-                deps=() if key == "pretrain" else ("pretrain",),
-                log=lambda m: print(m, flush=True),
-            )  # fmt: skip
-        scores[row.name] = row_scores(glue)  # the evaluation step of a GLUE row
+        result = train_and_score(
+            training_commands(glue, run_dir, Path(opts.workdir).resolve()),
+            RunLayout.under(run_dir), runner, evaluation=GlueEvaluation(glue),
+            log=lambda m: print(m, flush=True),
+        )  # fmt: skip
+        assert result.scores is not None
+        scores[row.name] = result.scores
         params[row.name] = read_train_log(glue.steps[0].log).params
     return glue_page(opts, plan, baselines, scores, params, seconds=time.time() - start)

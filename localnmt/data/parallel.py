@@ -209,8 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line entry point: exit 0 (data-bin path printed last) or 2 with one message."""
-    args = build_parser().parse_args(argv)
+    """Command line entry point: returns 0 (data-bin path printed last) or exits 2 with one
+    ``prepare_parallel.sh: error: ...`` line."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
     lc = LengthClean(1, args.max_len, args.max_ratio, "bpe") if args.length_clean else None
 
@@ -227,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_positions=args.max_positions, log=log,
             )  # fmt: skip
 
-    return run_data_command(build)
+    return run_data_command(ap.prog, build)
 
 
 if __name__ == "__main__":

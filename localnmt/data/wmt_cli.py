@@ -95,4 +95,4 @@ def main(
                 corpora, args.raw_dir, workdir, cfg, allow_missing_optional=allow, log=log
             )
 
-    return run_data_command(build)
+    return run_data_command(ap.prog, build)

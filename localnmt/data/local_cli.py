@@ -14,8 +14,8 @@ from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.command import run_data_command
+from localnmt.data.corpus_pipeline import ProcessConfig
 from localnmt.data.fs_errors import writing_to
-from localnmt.data.pipeline import ProcessConfig
 from localnmt.data.positions import MAX_POSITIONS_HELP
 from localnmt.steps import Log
 

@@ -9,11 +9,12 @@
 read too). Every file is checked first (present, UTF-8, not empty, same line count on both
 sides: one message, exit 2, nothing written). The files are copied to ``WORKDIR/raw`` under
 the data-bin's subset names (``train``, ``valid``, ``test``, ``test1``, ... in the order the
-test sets are given), then :func:`localnmt.data.pipeline.process_corpus` tokenises them (jieba
-for ``zh``, janome for ``ja``, Moses otherwise; ``--pretokenized`` skips it), learns subwords on
-train, optionally length-cleans train (``--length-clean``: 1..250 subwords, ratio 1.5, as
-fairseq's WMT script), and binarises ``WORKDIR/data-bin``. Valid and test sets keep every line.
-Resumable: rerunning the same command skips finished steps. Prints the data-bin path last.
+test sets are given), then :func:`localnmt.data.corpus_pipeline.process_corpus` tokenises
+them (jieba for ``zh``, janome for ``ja``, Moses otherwise; ``--pretokenized`` skips it),
+learns subwords on train, optionally length-cleans train (``--length-clean``: 1..250 subwords,
+ratio 1.5, as fairseq's WMT script), and binarises ``WORKDIR/data-bin``. Valid and test sets
+keep every line. Resumable: rerunning the same command skips finished steps. Prints the
+data-bin path last.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from pathlib import Path
 from localnmt.atomic import atomic_open, write_json
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.command import run_data_command
+from localnmt.data.corpus_pipeline import LengthClean, ProcessConfig, process_corpus, subset_names
 from localnmt.data.fs_errors import check_workdir, located_in
 from localnmt.data.layout import count_lines
-from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus, subset_names
 from localnmt.data.positions import DEFAULT_MAX_POSITIONS, MAX_POSITIONS_HELP
 from localnmt.data.validate import iter_lines_checked, not_regular, validate_parallel
 from localnmt.errors import DataError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from localnmt.data import parallel, pipeline
+from localnmt.data import corpus_pipeline, parallel
 from localnmt.data.layout import count_lines
 from localnmt.evaluation.scoring import read_lines
 from localnmt.fault_injection import failing_writes
@@ -97,7 +97,7 @@ def test_long_test_lines_are_flagged_when_the_data_is_made(tmp_path, capsys, mon
     def stop(*args, **kwargs) -> None:
         raise BinarizeReached
 
-    monkeypatch.setattr(pipeline, "_binarize", stop)  # the check comes before binarising
+    monkeypatch.setattr(corpus_pipeline, "_binarize", stop)  # the check comes before binarising
     work = tmp_path / "work"
     with pytest.raises(BinarizeReached):
         parallel.main([*_argv(tmp_path, work), "--max-positions", "12"])

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from localnmt.attention.fast.band import band_attention  # noqa: E402
-from localnmt.attention.fast.native import band as band_cpu  # noqa: E402
+from localnmt.attention.fast.native import c_band as band_cpu  # noqa: E402
 from localnmt.attention.methods.csan import expand_heads  # noqa: E402
 
 
@@ -78,7 +78,7 @@ def blocked(step):
     return run
 
 
-#: band_1d / band_2d run as the pipeline runs them: the C kernel (fast/native/band.py) where it
+#: band_1d / band_2d run as the pipeline runs them: the C kernel (fast/native/c_band.py) where it
 #: is built, else the blocked kernels; the *_blocked steps always take the blocked kernels.
 STEPS = {
     "dense": dense_step,
@@ -152,7 +152,7 @@ def run_meta(machine: str, heads: int, dim: int, window: int, repeats: int) -> d
         "dim": dim,
         "window": window,
         "repeats": repeats,
-        "band_path": "C kernel (fast/native/band.py)"
+        "band_path": "C kernel (fast/native/c_band.py)"
         if band_cpu.ENABLED
         else "blocked kernels (the C extension is not built)",
     }

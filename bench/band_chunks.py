@@ -6,7 +6,7 @@
    against zero-filling one that is kept (glibc maps allocations over 32 MiB anew, so a fresh
    one is new pages on every call).
 2. For each ``CHUNK_BYTES`` of ``--chunk-mib``, interleaved in one process, with the C path
-   (``fast/native/band.py``) switched off, since the chunks are the blocked kernels': the band
+   (``fast/native/c_band.py``) switched off, since the chunks are the blocked kernels': the band
    kernel alone (1D window 11, 2D 3 heads × 11; fwd+bwd ÷ dense SDPA without mask) and a whole
    csan_1d / csan_2d ``LocalAttention`` layer (fwd+bwd ÷ the plain layer, and peak memory),
    B = ``--batch``, 8 heads, d = 64, left padding for the layers.
@@ -26,10 +26,10 @@ import torch
 
 from bench import band_attention
 from bench.attention_layer import MethodEntry, build_layer, fwd_bwd, make_inputs
-from bench.machine import describe, machine_info
+from bench.machine_info import describe, machine_info
 from bench.measure import peak_memory
 from localnmt.attention.fast.autograd import band_windows
-from localnmt.attention.fast.native import band as band_cpu
+from localnmt.attention.fast.native import c_band as band_cpu
 from localnmt.machine import load_average
 
 
@@ -77,7 +77,7 @@ def chunk_sweep(length: int, batch: int, sizes: list[int], repeats: int) -> list
         steps[f"csan_1d/{mib}"] = sized(mib, layers["csan_1d"])
         steps[f"csan_2d/{mib}"] = sized(mib, layers["csan_2d"])
     default, c_path = band_windows.CHUNK_BYTES, band_cpu.ENABLED
-    band_cpu.ENABLED = False  # the chunks are the blocked kernels' (fast/native/band.py runs first)
+    band_cpu.ENABLED = False  # the chunks are the blocked kernels' (native/c_band.py runs first)
     times: dict[str, list[float]] = {name: [] for name in steps}
     try:
         for step in steps.values():  # warm-up

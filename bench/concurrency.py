@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.machine import describe, machine_info
+from bench.machine_info import describe, machine_info
 from localnmt import processes
 from localnmt.catalog import get_row
 from localnmt.quickstart.sizing import sizings

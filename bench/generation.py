@@ -15,7 +15,7 @@ from torch import nn
 
 from bench.measure import interleaved, median_ratio
 from bench.synthetic import Batch
-from bench.training import autocast
+from bench.training_throughput import autocast
 
 
 class Generator:

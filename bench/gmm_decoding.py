@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from bench.generation import Generator
-from bench.machine import describe, machine_info
+from bench.machine_info import describe, machine_info
 from bench.measure import interleaved, switched
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import make_batch, make_dictionary

@@ -3,12 +3,12 @@
     python -m bench.gmm_training [--length 64] [--repeats 9] [--forms full "SDPA only"]
                                  [--clock cpu] [--size base|cpu]
 
-One training step (``bench.training``: forward, label-smoothed cross-entropy, backward, Adam;
-1024 target tokens) of the fairseq baseline and of the GMM row's model
+One training step (``bench.training_throughput``: forward, label-smoothed cross-entropy,
+backward, Adam; 1024 target tokens) of the fairseq baseline and of the GMM row's model
 (``zhang2021/table-2/our-method/base`` by default) in these forms:
 
 - full: eq. 13 as ``(1 − g)·(α @ V) + (g·β) @ V`` on fused SDPA (``post_affine``), eq. 6 and
-  10-14 in C (``fast/native/gmm_mixture.py``, where it is built), the predictors' hand-written
+  10-14 in C (``fast/native/c_gmm_mixture.py``, where it is built), the predictors' hand-written
   backward (``fast/autograd/predictor_gemms.py``);
 - each of the three off in turn: "dense path" (γ = lerp(α, β, g) from explicit α),
   "torch ops" (eq. 6 and 10-14 as torch ops), "autograd predictors" (``F.linear``);
@@ -18,7 +18,7 @@ One training step (``bench.training``: forward, label-smoothed cross-entropy, ba
   and 10-14 cost, "+ predictors" − "SDPA only" what the predictors cost.
 
 Prints seconds per step and each form's speed relative to the baseline (median over the
-repeats of the paired ratios, as ``bench.run``); ``--clock cpu`` counts the process's CPU
+repeats of the paired ratios, as ``bench.run_all``); ``--clock cpu`` counts the process's CPU
 seconds instead of wall seconds (``bench/measure.py``).
 """
 
@@ -30,14 +30,14 @@ from collections.abc import Callable
 
 import torch
 
-from bench.machine import describe, machine_info
+from bench.machine_info import describe, machine_info
 from bench.measure import CLOCKS, interleaved, median_ratio, switched, use_clock
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import batch_size_for, make_batch, make_dictionary
-from bench.training import Trainer
+from bench.training_throughput import Trainer
 from localnmt.attention.context import AffinePost
 from localnmt.attention.fast.autograd import predictor_gemms as gmm_predictors
-from localnmt.attention.fast.native import gmm_mixture
+from localnmt.attention.fast.native import c_gmm_mixture
 from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
 
@@ -90,11 +90,11 @@ def take_apart(
     torch.manual_seed(0)
     base = Trainer(build_baseline(ns, dictionary), device, torch.float32)
     cand = Trainer(build_candidate(ns, dictionary), device, torch.float32)
-    original, built = GaussianMixture.post_affine, gmm_mixture.ENABLED
+    original, built = GaussianMixture.post_affine, c_gmm_mixture.ENABLED
 
     def form(post_affine: Callable | None, c_mixture: bool, predictors: bool):
         settings = [(GaussianMixture, "post_affine", post_affine or original),
-                    (gmm_mixture, "ENABLED", built and c_mixture),
+                    (c_gmm_mixture, "ENABLED", built and c_mixture),
                     (gmm_predictors, "ENABLED", predictors)]  # fmt: skip
 
         def run() -> object:
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         median = statistics.median(seconds)
         delta = 1e3 * (median - statistics.median(base))
         print(f"| {name} | {median:.3f} | {delta:+.0f} | {median_ratio(base, seconds):.3f} |")
-    if not gmm_mixture.ENABLED:
+    if not c_gmm_mixture.ENABLED:
         print("\n(the C extension is not built: full and torch ops are the same code)")
     load = load_average()
     print(f"\nload {load[0]:.1f} at the end" if load else "\nload unknown")

@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.machine import describe
+from bench.machine_info import describe
 
 #: Lengths that count as "WMT lengths" for the training and beam-search targets.
 WMT_MAX_LENGTH = 64

@@ -1,4 +1,4 @@
-"""Progress lines and error entries shared by the sections of ``python -m bench.run``."""
+"""Progress lines and error entries shared by the sections of ``python -m bench.run_all``."""
 
 from __future__ import annotations
 

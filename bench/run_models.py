@@ -1,4 +1,4 @@
-"""The ``train`` and ``generate`` sections of ``python -m bench.run``: each catalog row against
+"""The ``train`` and ``generate`` sections of ``python -m bench.run_all``: each catalog row against
 fairseq's Transformer of the same size (training throughput, peak memory, beam-search speed)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from bench.models import (
 from bench.run_log import error_entry, log
 from bench.run_options import DTYPES, select_rows
 from bench.synthetic import batch_size_for, make_batch, make_dictionary
-from bench.training import Trainer, compare_training
+from bench.training_throughput import Trainer, compare_training
 
 
 def run_models(args: argparse.Namespace, device: torch.device, result: dict[str, Any]) -> None:

@@ -121,13 +121,15 @@ os.register_at_fork(
 )
 
 
-def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+def entry_point(
+    prog: str, *, kept: str = "finished work is kept"
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Wrap a command's ``main``: a :class:`LocalnmtError` is printed as ``PROG: error:
     MESSAGE`` and the command exits with its ``exit_status``; an ``OSError`` that reaches the
     top (a full disk, a read-only or missing path) likewise, naming the path and the reason,
     exit status 2. SIGTERM is turned into an interruption like Ctrl-C: the child processes
     the command started are stopped and waited for, and it exits with 130 (143 for SIGTERM)
-    after one line."""
+    after one line, ``PROG: terminated; KEPT``."""
 
     def wrap(main: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(main)
@@ -144,8 +146,8 @@ def entry_point(prog: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
                 raise SystemExit(2) from None
             except KeyboardInterrupt as err:
                 terminated = isinstance(err, Terminated)
-                print(f"{prog}: {'terminated' if terminated else 'interrupted'}; finished "
-                      "work is kept", file=sys.stderr, flush=True)  # fmt: skip
+                print(f"{prog}: {'terminated' if terminated else 'interrupted'}; {kept}",
+                      file=sys.stderr, flush=True)  # fmt: skip
                 raise SystemExit(143 if terminated else 130) from None
             finally:  # a main called from Python leaves the process as it found it
                 if threading.current_thread() is threading.main_thread() and previous is not None:

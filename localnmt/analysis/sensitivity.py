@@ -23,8 +23,8 @@ command prints how many sentences and tokens it used. The Jacobian is never held
 ``local_heads_renorm``, ``tied_qk`` in eval mode; any other layer falls back to ``chunked``,
 logged); ``--method chunked`` batched vector–Jacobian products and ``--method reference`` the
 whole Jacobian at once (:mod:`localnmt.analysis.jacobian_norms`). The three give the same
-numbers to float32 precision. ``python -m bench.sensitivity`` times the three side by side and
-prints the process's peak memory.
+numbers to float32 precision. ``python -m bench.sensitivity_timing`` times the three side by
+side and prints the process's peak memory.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 neighbouring heads, wrapped around.
 
 Shared by the method (``methods/csan.py``), which stacks the keys, and the kernels
-(``fast/band.py``, ``fast/native/band.py``), which read the unstacked keys in place: a
+(``fast/band.py``, ``fast/native/c_band.py``), which read the unstacked keys in place: a
 kernel never imports a method.
 """
 

@@ -29,7 +29,7 @@ from localnmt.attention.dispatch import KernelRegistry
 #: Lower clamp of the exponent of each mixture term (eq. 6): e^-87 ≈ 1.6e-38 is float32's
 #: smallest normal number. torch's vectorised CPU exp takes a slow path below it: 115 µs for a
 #: (32, 8, 1, 4, 32) decoding-step tensor with a third of its exponents there, 33 µs clamped
-#: (one thread of the 2-core CPU, ``python -m bench.threads``). Such terms come with
+#: (one thread of the 2-core CPU, ``python -m bench.small_op_threads``). Such terms come with
 #: concentrated components (small σ, long sources). A clamped term is e^-87 instead of
 #: smaller: β moves by at most K·1.6e-38, and the backward (which recomputes the terms)
 #: gives such a term a gradient of e^-87·z/σ instead of about 0.

@@ -4,7 +4,7 @@ With several OpenMP threads, torch runs every softmax, and every element-wise op
 than one grain (32,768 elements), as a parallel region that wakes the idle threads. Under
 ``OMP_WAIT_POLICY=PASSIVE`` (sleeping threads, what a shared machine needs) a wake-up costs
 more than the op on a decoding step's ``(B·beam, H, 1, Tk)`` tensors, and Gaussian mixture
-cross-attention has a dozen such ops per layer and step. ``python -m bench.threads`` times
+cross-attention has a dozen such ops per layer and step. ``python -m bench.small_op_threads`` times
 them on all threads and on one (2-core AMD EPYC: softmax over (32, 8, 1, 32) 61 µs against
 9 µs; a GMM cross-attention decoding step 2317 µs against 1568 µs).
 

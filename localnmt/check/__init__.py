@@ -138,9 +138,9 @@ def _run_sections(
 
 def format_document(doc: dict[str, Any]) -> str:
     """The environment, the kernel choices and the PASS/FAIL table, for people."""
+    from localnmt.check.check_results import CheckResult, format_table
     from localnmt.check.environment import format_environment
     from localnmt.check.kernel_choice import format_choices
-    from localnmt.check.results import CheckResult, format_table
 
     parts = ["localnmt-check (" + doc["mode"] + ")", "", format_environment(doc["environment"])]
     if "kernel_choices" in doc:

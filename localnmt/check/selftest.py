@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 
 from localnmt.attention import dispatch
+from localnmt.check.check_results import FAIL, PASS, SKIP, CheckResult
 from localnmt.check.layer_runs import (
     LOW_PRECISION_TOLERANCE,
     compare_with_float32,
@@ -17,7 +18,6 @@ from localnmt.check.layer_runs import (
     padded_batch,
     run_layer,
 )
-from localnmt.check.results import FAIL, PASS, SKIP, CheckResult
 from localnmt.check.tiny_model import build_tiny_model, dictionary, reversal_batch, train_updates
 
 #: float32 kernels against the float32 reference path: the same numbers up to rounding (C

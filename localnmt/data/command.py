@@ -3,34 +3,29 @@ base of the package: :mod:`localnmt.steps`, :mod:`localnmt.atomic`, :mod:`localn
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from localnmt.errors import LocalnmtError, Terminated, os_error_text, stop_on_sigterm
+from localnmt.errors import entry_point
 
-__all__ = ["run_data_command"]
+__all__ = ["KEPT", "run_data_command"]
+
+#: what an interrupted data command says after ``PROG: terminated;`` (or ``interrupted;``)
+KEPT = "finished steps are kept, a rerun resumes"
 
 
-def run_data_command(build: Callable[[], Path | None]) -> int:
-    """Run ``build``; print the path it made (exit 0), or an error as one ``error:`` line
-    (exit 2): a :class:`~localnmt.errors.LocalnmtError`, or a file-system error naming the
-    path and the reason. SIGTERM and Ctrl-C end it in one line too (143, 130), after the
-    half-written files are removed."""
-    stop_on_sigterm()  # a SIGTERM unwinds: half-written files are removed, workers stopped
-    try:
+def run_data_command(prog: str, build: Callable[[], Path | None]) -> int:
+    """Run ``build`` through :func:`~localnmt.errors.entry_point`: print the path it made and
+    return 0, or end with one ``PROG: error: ...`` line, exit 2 (a
+    :class:`~localnmt.errors.LocalnmtError`, or a file-system error naming the path and the
+    reason). SIGTERM and Ctrl-C end it in one line too (143, 130), after the half-written files
+    are removed."""
+
+    @entry_point(prog, kept=KEPT)
+    def run() -> int:
         out = build()
-    except KeyboardInterrupt as e:
-        terminated = isinstance(e, Terminated)
-        print(f"{'terminated' if terminated else 'interrupted'}; finished steps are kept, "
-              "a rerun resumes", file=sys.stderr, flush=True)  # fmt: skip
-        return 143 if terminated else 130
-    except LocalnmtError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_status
-    except OSError as e:
-        print(f"error: {os_error_text(e)}", file=sys.stderr)
-        return 2
-    if out is not None:
-        print(out)
-    return 0
+        if out is not None:
+            print(out)
+        return 0
+
+    return run()

@@ -1,9 +1,9 @@
 """File-system errors of data preparation as one line: the path, the reason, what to do.
 
 A full disk, a read-only file system or a ``--workdir`` that is a file stop a data command with
-``error: PATH: REASON (ADVICE)`` and exit 2, not a traceback. Steps that finished stay finished
-(their outputs are renamed into place only when complete), so the same command, run again once
-the cause is fixed, resumes where it stopped.
+``PROG: error: PATH: REASON (ADVICE)`` and exit 2, not a traceback. Steps that finished stay
+finished (their outputs are renamed into place only when complete), so the same command, run
+again once the cause is fixed, resumes where it stopped.
 """
 
 from __future__ import annotations

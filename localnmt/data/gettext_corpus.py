@@ -3,7 +3,7 @@
 Reads every ``<locale_root>/<locale>/LC_MESSAGES/*.mo`` of the pair's locales, cleans and
 deduplicates the pairs (:mod:`localnmt.data.gettext_clean`), splits them by hash
 (:mod:`localnmt.data.split`) into ``raw/{train,valid,test}.{en,xx}`` with a
-``provenance.json``, then runs the shared processing (:mod:`localnmt.data.pipeline`).
+``provenance.json``, then runs the shared processing (:mod:`localnmt.data.corpus_pipeline`).
 
 Chinese uses ``zh_CN`` (Simplified) only: ``zh_TW`` is Traditional script, which would
 double the character vocabulary, and WMT17 Zh-En is Simplified as well.
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localnmt.atomic import atomic_open, write_json
+from localnmt.data.corpus_pipeline import ProcessConfig, process_corpus
 from localnmt.data.gettext_clean import FILTER_ORDER, CleanConfig, clean_pairs, dedup_source
 from localnmt.data.mo_reader import MoFormatError, entry_pairs, read_mo
-from localnmt.data.pipeline import ProcessConfig, process_corpus
 from localnmt.data.split import hash_split
 from localnmt.digests import sha256_file
 from localnmt.errors import DataError

@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             return prepare_glue(args.glue_dir, args.task, args.bpe_model, args.dict, out,
                                 workers=args.workers, log=log)  # fmt: skip
 
-    return run_data_command(build)
+    return run_data_command(ap.prog, build)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.command import run_data_command
+from localnmt.data.corpus_pipeline import ProcessConfig
 from localnmt.data.fs_errors import writing_to
-from localnmt.data.pipeline import ProcessConfig
 from localnmt.data.positions import MAX_POSITIONS_HELP
 from localnmt.steps import Log
 
@@ -27,7 +27,8 @@ def main(
     """``process --<input> DIR ... --workdir W [--bpe ..] [--bpe-merges N] [--separate]``.
 
     ``inputs`` maps each input-directory option name to its help text; ``run`` does the work
-    and returns the data-bin directory. A :class:`DataError` prints ``error: ...``, exit 2.
+    and returns the data-bin directory. A :class:`DataError` ends in one ``PROG: error: ...``
+    line, exit 2.
     """
     ap = argparse.ArgumentParser(prog=f"python -m localnmt.data.{name}")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -57,4 +58,4 @@ def main(
         with writing_to(args.workdir):
             return run(args, cfg, log)
 
-    return run_data_command(build)
+    return run_data_command(ap.prog, build)

@@ -1,6 +1,6 @@
 """What a data-bin's ``localnmt_data.json`` records, read back for translation and scoring.
 
-Written by :func:`localnmt.data.pipeline.process_corpus` (every ``data_prep`` pipeline).
+Written by :func:`localnmt.data.corpus_pipeline.process_corpus` (every ``data_prep`` pipeline).
 Data-bins written before the per-language fields existed are read from their ``config``.
 """
 

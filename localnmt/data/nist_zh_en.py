@@ -30,8 +30,8 @@ import sys
 from pathlib import Path
 
 from localnmt.atomic import atomic_open, write_json
+from localnmt.data.corpus_pipeline import LengthClean, ProcessConfig, process_corpus
 from localnmt.data.local_cli import main as local_main
-from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus
 from localnmt.data.validate import iter_lines_checked, validate_parallel
 from localnmt.data.wat17_ja_en import locate
 from localnmt.errors import DataError

@@ -9,11 +9,12 @@
 read too). Every file is checked first (present, UTF-8, not empty, same line count on both
 sides: one message, exit 2, nothing written). The files are copied to ``WORKDIR/raw`` under
 the data-bin's subset names (``train``, ``valid``, ``test``, ``test1``, ... in the order the
-test sets are given), then :func:`localnmt.data.pipeline.process_corpus` tokenises them (jieba
-for ``zh``, janome for ``ja``, Moses otherwise; ``--pretokenized`` skips it), learns subwords on
-train, optionally length-cleans train (``--length-clean``: 1..250 subwords, ratio 1.5, as
-fairseq's WMT script), and binarises ``WORKDIR/data-bin``. Valid and test sets keep every line.
-Resumable: rerunning the same command skips finished steps. Prints the data-bin path last.
+test sets are given), then :func:`localnmt.data.corpus_pipeline.process_corpus` tokenises
+them (jieba for ``zh``, janome for ``ja``, Moses otherwise; ``--pretokenized`` skips it),
+learns subwords on train, optionally length-cleans train (``--length-clean``: 1..250 subwords,
+ratio 1.5, as fairseq's WMT script), and binarises ``WORKDIR/data-bin``. Valid and test sets
+keep every line. Resumable: rerunning the same command skips finished steps. Prints the
+data-bin path last.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from pathlib import Path
 from localnmt.atomic import atomic_open, write_json
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.command import run_data_command
+from localnmt.data.corpus_pipeline import LengthClean, ProcessConfig, process_corpus, subset_names
 from localnmt.data.fs_errors import check_workdir, located_in
 from localnmt.data.layout import count_lines
-from localnmt.data.pipeline import LengthClean, ProcessConfig, process_corpus, subset_names
 from localnmt.data.positions import DEFAULT_MAX_POSITIONS, MAX_POSITIONS_HELP
 from localnmt.data.validate import iter_lines_checked, not_regular, validate_parallel
 from localnmt.errors import DataError
@@ -209,8 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line entry point: exit 0 (data-bin path printed last) or 2 with one message."""
-    args = build_parser().parse_args(argv)
+    """Command line entry point: returns 0 (data-bin path printed last) or exits 2 with one
+    ``prepare_parallel.sh: error: ...`` line."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)  # noqa: E731
     lc = LengthClean(1, args.max_len, args.max_ratio, "bpe") if args.length_clean else None
 
@@ -227,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_positions=args.max_positions, log=log,
             )  # fmt: skip
 
-    return run_data_command(build)
+    return run_data_command(ap.prog, build)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from localnmt.data.gettext_corpus import PAIRS, prepare_gettext_pair
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, build the corpus, print the data-bin path last."""
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m localnmt.data.prepare_gettext",
+                                 description=__doc__)  # fmt: skip
     ap.add_argument("--pair", choices=sorted(PAIRS), required=True)
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--bpe", choices=BPE_KINDS, default="subword_nmt")
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                 log=lambda m: print(m, flush=True),
             )  # fmt: skip
 
-    return run_data_command(build)
+    return run_data_command(ap.prog, build)
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 data_bin=args.data_bin, workers=args.workers, log=log,
             )  # fmt: skip
 
-    return run_data_command(build)
+    return run_data_command(ap.prog, build)
 
 
 if __name__ == "__main__":

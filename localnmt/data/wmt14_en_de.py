@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import sys
 
+from localnmt.data.corpus_pipeline import LengthClean, ProcessConfig
 from localnmt.data.download import Source
-from localnmt.data.pipeline import LengthClean, ProcessConfig
 from localnmt.data.wmt_cli import main as wmt_main
 from localnmt.data.wmt_extract import Corpus, Text
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.command import run_data_command
+from localnmt.data.corpus_pipeline import ProcessConfig, process_corpus
 from localnmt.data.download import Source, download_all
 from localnmt.data.fs_errors import writing_to
-from localnmt.data.pipeline import ProcessConfig, process_corpus
 from localnmt.data.positions import MAX_POSITIONS_HELP
 from localnmt.data.wmt_extract import Corpus, assemble
 from localnmt.steps import Log, StepRunner
@@ -95,4 +95,4 @@ def main(
                 corpora, args.raw_dir, workdir, cfg, allow_missing_optional=allow, log=log
             )
 
-    return run_data_command(build)
+    return run_data_command(ap.prog, build)

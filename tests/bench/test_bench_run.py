@@ -10,7 +10,7 @@ import json
 import pytest
 
 from bench import attention_layer as attn
-from bench import measure, run
+from bench import measure, run_all
 from bench.measure import cpu_peak_memory, interleaved, median_ratio
 from bench.outputs import memory_exponent
 from bench.synthetic import make_batch, make_dictionary
@@ -61,7 +61,7 @@ def tiny_run(tmp_path_factory):
         "--out",
         str(out),
     ]
-    assert run.main(argv) == 0
+    assert run_all.main(argv) == 0
     return out
 
 
@@ -110,9 +110,9 @@ def test_markdown_and_png(tiny_run):
 
 
 def test_band_section_runs_and_states_the_kernel_path(tmp_path):
-    """``--sections band`` (bench/band_attention.py through bench.run): rows, no errors, and
+    """``--sections band`` (bench/band_attention.py through bench.run_all): rows, no errors, and
     the markdown says which band kernel ran."""
-    assert run.main([*TINY, "--sections", "band", "--out", str(tmp_path)]) == 0
+    assert run_all.main([*TINY, "--sections", "band", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     assert result["errors"] == []
     (row,) = result["band"]["rows"]
@@ -122,14 +122,14 @@ def test_band_section_runs_and_states_the_kernel_path(tmp_path):
 
 def test_bad_section_is_rejected():
     with pytest.raises(SystemExit):
-        run.main([*TINY, "--sections", "nonsense"])
+        run_all.main([*TINY, "--sections", "nonsense"])
 
 
 def test_interleaved_and_ratio():
     calls = []
     times = interleaved(
         {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
-        run.torch.device("cpu"),
+        run_all.torch.device("cpu"),
         warmup=1,
         repeats=3,
     )
@@ -142,7 +142,7 @@ def test_cpu_clock_counts_work_not_waiting():
     """``use_clock("cpu")``: a sleep costs no process CPU time (it does cost wall time)."""
     import time
 
-    cpu = run.torch.device("cpu")
+    cpu = run_all.torch.device("cpu")
     try:
         measure.use_clock("cpu")
         asleep = measure.time_call(lambda: time.sleep(0.2), cpu)
@@ -224,7 +224,7 @@ def test_every_kernel_forced_is_ok_or_declined(tmp_path):
         "--out",
         str(tmp_path),
     ]
-    assert run.main(argv) == 0
+    assert run_all.main(argv) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     kernels = {r["kernel"] for r in result["attention"]}
     assert kernels == {"auto", *kernel_names()}
@@ -235,9 +235,9 @@ def test_every_kernel_forced_is_ok_or_declined(tmp_path):
 
 
 def test_threads_benchmark_runs_and_prints_its_table(capsys) -> None:
-    """bench.threads on a tiny config: every op row and the GMM step line (no timing
+    """bench.small_op_threads on a tiny config: every op row and the GMM step line (no timing
     asserted); the one-thread switch is left as it was."""
-    from bench import threads as bench_threads
+    from bench import small_op_threads as bench_threads
     from localnmt.attention import threads
 
     before = threads.ENABLED
@@ -285,13 +285,13 @@ def test_gmm_training_benchmark_runs_and_restores_switches(capsys) -> None:
     modifier's post_affine and the C and predictor switches are left as they were."""
     from bench import gmm_training
     from localnmt.attention.fast.autograd import predictor_gemms as gmm_predictors
-    from localnmt.attention.fast.native import gmm_mixture
+    from localnmt.attention.fast.native import c_gmm_mixture
     from localnmt.attention.methods.gmm import GaussianMixture
 
-    before = (GaussianMixture.post_affine, gmm_mixture.ENABLED, gmm_predictors.ENABLED)
+    before = (GaussianMixture.post_affine, c_gmm_mixture.ENABLED, gmm_predictors.ENABLED)
     gmm_training.main(["--length", "3", "--max-tokens", "6", "--vocab", "100", "--repeats", "1"])
     out = capsys.readouterr().out
-    after = (GaussianMixture.post_affine, gmm_mixture.ENABLED, gmm_predictors.ENABLED)
+    after = (GaussianMixture.post_affine, c_gmm_mixture.ENABLED, gmm_predictors.ENABLED)
     assert after == before
     for form in ("baseline", *gmm_training.FORMS):
         assert f"| {form} |" in out

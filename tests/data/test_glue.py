@@ -12,6 +12,7 @@ import torch
 from localnmt.data import bpe, glue
 from localnmt.data.text_tokenize import tokenize_moses
 from localnmt.errors import DataError
+from localnmt.testing import exit_status
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lang" / "glue"
 PACKAGE_DIR = Path(glue.__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ def test_sst2_convert_and_finetune(tmp_path, capsys):
     assert sorted(w for w in labels if not w.startswith("madeupword")) == ["0", "1"]
     assert glue.main(args) == 0
     assert "[run ]" not in capsys.readouterr().out
-    assert glue.main([*args[:3], "QNLI", *args[4:]]) == 2
+    assert exit_status(glue.main, [*args[:3], "QNLI", *args[4:]]) == 2
     assert "missing train.tsv, dev.tsv" in capsys.readouterr().err
 
     from fairseq import options

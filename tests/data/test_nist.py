@@ -12,6 +12,7 @@ import sacrebleu
 
 from localnmt.data import nist_zh_en
 from localnmt.evaluation import multi_ref
+from localnmt.testing import exit_status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "eval"))
 
@@ -45,7 +46,7 @@ def test_nist_process(tmp_path, capsys):
     assert '"test": "mt03"' in subsets and '"test4": "mt08"' in subsets
     # a missing reference is named
     (nist / "mt05.ref2").unlink()
-    assert nist_zh_en.main([*args[:6], str(tmp_path / "w2")]) == 2
+    assert exit_status(nist_zh_en.main, [*args[:6], str(tmp_path / "w2")]) == 2
     assert "missing mt05.ref2" in capsys.readouterr().err
 
 
@@ -54,7 +55,7 @@ def test_nist_missing_ldc_named(tmp_path, capsys):
     (ldc / "LDC2004T08.en").unlink()
     args = ["process", "--ldc-dir", str(ldc), "--nist-dir", str(nist), "--workdir",
             str(tmp_path / "w")]  # fmt: skip
-    assert nist_zh_en.main(args) == 2
+    assert exit_status(nist_zh_en.main, args) == 2
     err = capsys.readouterr().err
     assert "missing LDC2004T08.en" in err and "Hansards" in err
 

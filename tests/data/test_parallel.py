@@ -15,6 +15,7 @@ from localnmt.data import parallel
 from localnmt.data.layout import count_lines
 from localnmt.data.text_tokenize import tokenize_moses, tokenize_zh
 from localnmt.evaluation.scoring import read_lines
+from localnmt.testing import exit_status
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "data"
@@ -125,9 +126,9 @@ def test_length_clean_train_only_pretokenized_separate_unnormalised(tmp_path, ca
 
 
 def error_of(argv: list[str], capsys) -> str:
-    assert parallel.main(argv) == 2
+    assert exit_status(parallel.main, argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+    assert err.startswith("prepare_parallel.sh: error: ") and len(err.splitlines()) == 1, err
     return err
 
 

@@ -12,6 +12,7 @@ import torch
 
 from localnmt.data import glue, pretrain_text
 from localnmt.errors import DataError
+from localnmt.testing import exit_status
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lang" / "glue"
 REPO = Path(pretrain_text.__file__).resolve().parents[2]
@@ -69,15 +70,16 @@ def test_split_keeps_documents_whole(tmp_path):
 
 def test_errors_before_work(tmp_path, capsys):
     out = tmp_path / "out"
-    assert pretrain_text.main(["--text", str(tmp_path / "nope.txt"), "--out", str(out)]) == 2
+    missing = ["--text", str(tmp_path / "nope.txt"), "--out", str(out)]
+    assert exit_status(pretrain_text.main, missing) == 2
     assert "missing pre-training text" in capsys.readouterr().err
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine\n\nbroken \xff line\n")
-    assert pretrain_text.main(["--text", str(bad), "--out", str(out)]) == 2
+    assert exit_status(pretrain_text.main, ["--text", str(bad), "--out", str(out)]) == 2
     assert "bad.txt:3: invalid UTF-8" in capsys.readouterr().err
     good = _write_corpus(tmp_path)[0]
     argv = ["--text", str(good), "--out", str(out), "--valid-fraction", "1.5"]
-    assert pretrain_text.main(argv) == 2
+    assert exit_status(pretrain_text.main, argv) == 2
     assert "--valid-fraction must be between 0 and 1" in capsys.readouterr().err
 
 

@@ -15,6 +15,7 @@ from localnmt.data.sgm import sgm_segments
 from localnmt.data.text_tokenize import tokenize_file, tokenize_moses, tokenize_zh
 from localnmt.data.validate import count_lines_checked, validate_parallel
 from localnmt.errors import DataError
+from localnmt.testing import exit_status
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 
@@ -163,16 +164,16 @@ def test_wmt_validation_error_keeps_outputs(tmp_path, capsys):
     args = ["process", "--raw-dir", str(raw), "--workdir", str(work), "--workers", "1"]
     keep = write(work / "raw" / "train.en", ["finished output from an earlier run"])
     write(raw / "commoncrawl.de-en.de", lines("de")[20:33])  # one line short
-    assert wmt14_en_de.main(args) == 2
+    assert exit_status(wmt14_en_de.main, args) == 2
     err = capsys.readouterr().err
     assert "commoncrawl.de-en.de has 13" in err and "first unmatched line: 14" in err
     assert keep.read_text() == "finished output from an earlier run\n"
     (raw / "commoncrawl.de-en.de").write_bytes(b"ok\n" * 5 + b"\xc3\x28 broken\n" + b"ok\n" * 8)
-    assert wmt14_en_de.main(args) == 2
+    assert exit_status(wmt14_en_de.main, args) == 2
     assert "commoncrawl.de-en.de:6: invalid UTF-8" in capsys.readouterr().err
     (raw / "test-full.tgz").write_bytes((raw / "test-full.tgz").read_bytes()[:60])
     write(raw / "commoncrawl.de-en.de", lines("de")[20:34])
-    assert wmt14_en_de.main(args) == 2
+    assert exit_status(wmt14_en_de.main, args) == 2
     assert "test-full.tgz: truncated or corrupt archive" in capsys.readouterr().err
 
 
@@ -194,7 +195,7 @@ def test_wmt17_zh_en_on_fixtures(tmp_path, capsys):
     write(raw / "test" / "newstest2017-zhen-ref.en.sgm", sgm(en[35:]))  # fmt: skip
     work = tmp_path / "work"
     base = ["process", "--raw-dir", str(raw), "--workdir", str(work), "--workers", "1"]
-    assert wmt17_zh_en.main(base) == 2
+    assert exit_status(wmt17_zh_en.main, base) == 2
     assert "manual download" in capsys.readouterr().err
     assert wmt17_zh_en.main([*base, "--allow-missing-manual", "--bpe-merges", "100"]) == 0
     data_bin = work / "data-bin"

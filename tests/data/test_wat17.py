@@ -10,7 +10,7 @@ import pytest
 
 from localnmt.data import wat17_ja_en
 from localnmt.errors import DataError
-from localnmt.testing import generate, train
+from localnmt.testing import exit_status, generate, train
 
 pytest.importorskip("janome")
 
@@ -42,11 +42,11 @@ def test_missing_aspec_files_named(tmp_path, capsys):
     shutil.copytree(FIX, aspec)
     (aspec / "train" / "train-2.txt").unlink()
     args = ["process", "--aspec-dir", str(aspec), "--workdir", str(tmp_path / "w")]
-    assert wat17_ja_en.main(args) == 2
+    assert exit_status(wat17_ja_en.main, args) == 2
     err = capsys.readouterr().err
     assert "missing ASPEC file(s) train/train-2.txt" in err and "on request" in err
-    assert wat17_ja_en.main(["process", "--aspec-dir", str(tmp_path / "nope"),
-                             "--workdir", str(tmp_path / "w")]) == 2  # fmt: skip
+    argv = ["process", "--aspec-dir", str(tmp_path / "nope"), "--workdir", str(tmp_path / "w")]
+    assert exit_status(wat17_ja_en.main, argv) == 2
     assert "ASPEC directory not found" in capsys.readouterr().err
 
 
@@ -56,7 +56,7 @@ def test_bad_line_reports_file_and_line(tmp_path, capsys):
     with open(aspec / "dev" / "dev.txt", "a", encoding="utf-8") as f:
         f.write("A-9 ||| 1 ||| 壊れた行\n")
     args = ["process", "--aspec-dir", str(aspec), "--workdir", str(tmp_path / "w")]
-    assert wat17_ja_en.main(args) == 2
+    assert exit_status(wat17_ja_en.main, args) == 2
     assert "dev.txt:7: expected 4 fields" in capsys.readouterr().err
 
 

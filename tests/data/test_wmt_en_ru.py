@@ -8,6 +8,7 @@ from pathlib import Path
 
 from localnmt.data import wmt_en_ru
 from localnmt.data.text_tokenize import tokenize_moses
+from localnmt.testing import exit_status
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lang" / "ru"
 
@@ -78,7 +79,7 @@ def test_en_ru_process(tmp_path, capsys):
     work = tmp_path / "work"
     base = ["process", "--raw-dir", str(raw), "--workdir", str(work), "--workers", "1",
             "--bpe-merges", "80"]  # fmt: skip
-    assert wmt_en_ru.main(base) == 2
+    assert exit_status(wmt_en_ru.main, base) == 2
     assert "Yandex 1M" in capsys.readouterr().err
     _write(raw / "corpus.en_ru.1m.en", _lines("en")[:6])
     _write(raw / "corpus.en_ru.1m.ru", _lines("ru")[:6])

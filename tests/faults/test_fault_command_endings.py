@@ -69,3 +69,46 @@ def test_multi_ref_with_a_missing_hypothesis_file_is_one_line(tmp_path, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("multi_ref: error: ") and "no.txt" in err and len(err.splitlines()) == 1
+
+
+def test_a_data_command_error_is_one_line_named_after_the_command(tmp_path, capsys):
+    from localnmt.data import wmt14_en_de
+
+    argv = ["process", "--raw-dir", str(tmp_path / "none"), "--workdir", str(tmp_path / "w")]
+    with pytest.raises(SystemExit) as exit_:
+        wmt14_en_de.main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (
+        f"python -m localnmt.data.wmt14_en_de: error: raw directory not found: {tmp_path}/none\n"
+    )
+
+
+def test_ctrl_c_in_a_data_command_says_a_rerun_resumes(tmp_path, monkeypatch, capsys):
+    from localnmt.data import prepare_gettext
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prepare_gettext, "prepare_gettext_pair", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        prepare_gettext.main(["--pair", "en-de", "--workdir", str(tmp_path / "w")])
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == (
+        "python -m localnmt.data.prepare_gettext: interrupted; finished steps are kept, "
+        "a rerun resumes\n"
+    )
+
+
+def test_a_data_command_called_from_python_gives_sigterm_back(tmp_path, monkeypatch, capsys):
+    import signal
+
+    from localnmt.data import prepare_gettext
+
+    monkeypatch.setattr(prepare_gettext, "prepare_gettext_pair", lambda *a, **k: tmp_path)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        assert prepare_gettext.main(["--pair", "en-de", "--workdir", str(tmp_path / "w")]) == 0
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert capsys.readouterr().out == f"{tmp_path}\n"

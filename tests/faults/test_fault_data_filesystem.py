@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from localnmt.data import parallel, pipeline
+from localnmt.data import corpus_pipeline, parallel
 from localnmt.data.layout import count_lines
 from localnmt.evaluation.scoring import read_lines
 from localnmt.fault_injection import failing_writes
+from localnmt.testing import exit_status
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 PARTS = {"train": (0, 30), "valid": (30, 34), "test": (34, 40)}
+PROG = "prepare_parallel.sh"
 
 
 def _argv(tmp_path: Path, work: Path) -> list[str]:
@@ -36,7 +38,7 @@ def _argv(tmp_path: Path, work: Path) -> list[str]:
 def _run(argv: list[str], capsys) -> tuple[int, str, str]:
     """Exit status, standard output, and the one error line (subword-nmt's progress bar
     aside, nothing else is on standard error: no traceback)."""
-    code = parallel.main(argv)
+    code = exit_status(parallel.main, argv)
     out = capsys.readouterr()
     errors = [x for x in out.err.splitlines() if x.strip() and "it/s]" not in x]
     assert len(errors) <= 1, out.err
@@ -47,8 +49,8 @@ def test_a_workdir_that_is_a_file(tmp_path, capsys) -> None:
     work = tmp_path / "work"
     work.write_text("my notes\n")
     code, _, err = _run(_argv(tmp_path, work), capsys)
-    assert (code, err) == (2, f"error: --workdir {work} is a file; give a directory (made if "
-                              "missing)")  # fmt: skip
+    assert (code, err) == (2, f"{PROG}: error: --workdir {work} is a file; give a directory "
+                              "(made if missing)")  # fmt: skip
     assert work.read_text() == "my notes\n"
 
 
@@ -63,7 +65,7 @@ def test_a_workdir_that_cannot_be_written(tmp_path, capsys, monkeypatch, code, a
                    lambda p: OSError(code, os.strerror(code), str(p)))  # fmt: skip
     status, _, err = _run(_argv(tmp_path, work), capsys)
     assert status == 2
-    assert err.startswith(f"error: --workdir {work} cannot be written: {work}/")
+    assert err.startswith(f"{PROG}: error: --workdir {work} cannot be written: {work}/")
     assert err.endswith(f": {os.strerror(code)} ({advice})")
 
 
@@ -74,9 +76,9 @@ def test_a_full_disk_is_one_line_and_the_rerun_resumes(tmp_path, capsys, monkeyp
     failing_writes(monkeypatch, lambda p: p.parent.name == "bpe" and "test.de" in p.name,
                    lambda p: full, after_writes=2)  # fmt: skip
     code, out, err = _run(argv, capsys)
-    assert (code, err) == (2, f"error: {work}: No space left on device (the disk is full; free "
-                              "some space and run the same command again: finished steps are "
-                              "kept)")  # fmt: skip
+    assert (code, err) == (2, f"{PROG}: error: {work}: No space left on device (the disk is "
+                              "full; free some space and run the same command again: finished "
+                              "steps are kept)")  # fmt: skip
     assert "[done] bpe.apply.test.en" in out
     assert not (work / "bpe" / "test.de").exists()  # the half-written file is not kept
     monkeypatch.undo()  # space freed
@@ -95,7 +97,7 @@ def test_long_test_lines_are_flagged_when_the_data_is_made(tmp_path, capsys, mon
     def stop(*args, **kwargs) -> None:
         raise BinarizeReached
 
-    monkeypatch.setattr(pipeline, "_binarize", stop)  # the check comes before binarising
+    monkeypatch.setattr(corpus_pipeline, "_binarize", stop)  # the check comes before binarising
     work = tmp_path / "work"
     with pytest.raises(BinarizeReached):
         parallel.main([*_argv(tmp_path, work), "--max-positions", "12"])

@@ -63,7 +63,7 @@ def test_a_sigterm_while_tokenising_leaves_no_temporary_file_and_no_traceback(tm
                           text=True, start_new_session=True, timeout=300)  # fmt: skip
     assert done.returncode == 143, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
-        "terminated; finished steps are kept, a rerun resumes"
+        "prepare_parallel.sh: terminated; finished steps are kept, a rerun resumes"
     )
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr
     assert not [p.name for p in work.rglob("*") if ".tmp" in p.name]

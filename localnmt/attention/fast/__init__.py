@@ -23,7 +23,7 @@ from localnmt.attention.fast import (  # noqa: F401  (each registers its kernels
     gaussian_fold,
     gmm_mixture,
     sdpa,
-    shared_source,
+    shared_source_sdpa,
 )
 
 #: The attention kernels, first tried first (``AttentionProblem``; the dense reference after).
@@ -44,4 +44,4 @@ problem.REGISTRY.arrange(ATTENTION_ORDER)
 mixture.REGISTRY.arrange(MIXTURE_ORDER)
 
 #: The kernel modules (tests check that each registers a kernel).
-KERNEL_MODULES = ("shared_source", "flex", "band", "gaussian_fold", "sdpa", "gmm_mixture")
+KERNEL_MODULES = ("shared_source_sdpa", "flex", "band", "gaussian_fold", "sdpa", "gmm_mixture")

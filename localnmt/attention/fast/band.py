@@ -25,7 +25,7 @@ fresh pages on every call (glibc maps allocations over 32 MiB anew; ``python -m
 bench.band_chunks`` times a fresh against a reused tensor).
 
 Before any of this, :func:`band_attention` hands float32 CPU problems without dropout (1D
-bands and 2D-CSAN head areas) to the C kernel of ``fast/native/band.py``, where it is built: no
+bands and 2D-CSAN head areas) to the C kernel of ``fast/native/c_band.py``, where it is built: no
 blocks or windows there, each query visits only its own keys. The blocked paths below run
 where it declines (dropout, other dtypes, GPU, stacked key groups) or is not built.
 
@@ -49,14 +49,14 @@ from localnmt.attention.fast.autograd.band_windows import (
     WindowLayout,
     chunked_flash_applies,
 )
-from localnmt.attention.fast.native import band as native_band
+from localnmt.attention.fast.native import c_band as native_band
 from localnmt.attention.problem import AttentionProblem, register_kernel
 
 #: Query block size. 32 measured best of {16, 32, 64} on the 2-core CPU (bench/band_attention.py).
 BLOCK = 32
-#: Shortest key sequence the blocked kernels take when not forced (the C path of native/band.py has
-#: none for windows up to C_WINDOW keys: with 11 it beat masked SDPA from T = 8 up,
-#: ``python -m bench.band_attention``). The 1D band's
+#: Shortest key sequence the blocked kernels take when not forced (the C path of
+#: native/c_band.py has none for windows up to C_WINDOW keys: with 11 it beat masked SDPA from
+#: T = 8 up, ``python -m bench.band_attention``). The 1D band's
 #: alternative is fused SDPA with a boolean mask: fwd+bwd band / masked SDPA = 1.23 at T = 128,
 #: 0.75 at 256 (2-core CPU, B = 32, H = 8, d = 64, window 11, ``python -m bench.band_attention``).
 MIN_LENGTH = 256

@@ -7,7 +7,7 @@ its reference path, ``gmm_torch``):
 - ``gmm_c_step`` (30): a decoding step of variant ``approx`` without autograd: eq. 6 and 10-13
   in one C call (``fast/native/gmm_step.py``);
 - ``gmm_c_raw`` (20): eq. 6 and 10-14 of variant ``approx`` from the raw predictor outputs,
-  forward and backward in C (``fast/native/gmm_mixture.py``);
+  forward and backward in C (``fast/native/c_gmm_mixture.py``);
 - ``gmm_c_params`` (10): eq. 6 and 13 from the mixture's parameters (computed by the torch
   ops), forward and backward in C: any variant whose β is not renormalised.
 
@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.dispatch import Declined
-from localnmt.attention.fast.native import gmm_mixture as c_mixture
+from localnmt.attention.fast.native import c_gmm_mixture as c_mixture
 from localnmt.attention.fast.native import gmm_step as c_step
 from localnmt.attention.mixture import MixtureProblem, register_kernel
 

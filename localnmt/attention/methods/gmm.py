@@ -114,7 +114,7 @@ class PredictorBank(nn.Module):
         them, see :meth:`_folded`); ``reuse``: see :meth:`_folded`."""
         # tanh(x) = 2·sigmoid(2x) − 1, so V^T tanh(x) + b2 = (2V)^T sigmoid(2x) + (b2 − V^T 1):
         # torch's CPU tanh is slower than its sigmoid (3.2 vs 1.1 ms on the (8192, 256) hidden
-        # layer of a 1024-token batch: python -m bench.threads); the factors go into the
+        # layer of a 1024-token batch: python -m bench.small_op_threads); the factors go into the
         # weights instead of the activations (2·scale is exact when scale is a power of two,
         # as √64 = 8 is). Agrees with the tanh form to float32 rounding (≤ 1e-6 here).
         w1, b1, w2, b2 = self._folded(scale, reuse)
@@ -138,8 +138,8 @@ class PredictorBank(nn.Module):
 
         On CPU the output block gets zero rows up to a multiple of 16 when Σ out is 9-15
         (mod 16): MKL's single-precision GEMM computes 16 output columns in one panel and a
-        ragged edge slowly, and K = 4 with a gate has 13 outputs (``python -m bench.threads``
-        times both widths). The extra columns are 0."""
+        ragged edge slowly, and K = 4 with a gate has 13 outputs
+        (``python -m bench.small_op_threads`` times both widths). The extra columns are 0."""
         reuse = reuse and not torch.is_grad_enabled()
         if reuse and self._cache is not None and self._cache[0] == scale:
             return self._cache[1]

@@ -1,7 +1,7 @@
 """Blocked band kernel == dense reference, outputs (real queries) and gradients.
 
 These tests run the blocked paths (chunked fused op, SDPA over blocks) with the C path of
-fast/native/band.py switched off; test_band_native.py tests the C path.
+fast/native/c_band.py switched off; test_band_native.py tests the C path.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from localnmt.attention import dispatch, head_area
 from localnmt.attention.fast import band
 from localnmt.attention.fast.autograd import band_windows
 from localnmt.attention.fast.band import MIN_LENGTH, MIN_LENGTH_GROUPED, band_attention
-from localnmt.attention.fast.native import band as native_band
+from localnmt.attention.fast.native import c_band as native_band
 
 inputs = band_inputs
 

@@ -1,4 +1,4 @@
-"""The C band kernel (fast/native/band.py, csrc/band.c) == dense reference, every build it has:
+"""The C band kernel (fast/native/c_band.py, csrc/band.c) == dense reference, every build it has:
 outputs at real queries and gradients of q, k, v; and it really ran."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from helpers.attention import CountCalls, band_inputs, stacked_heads
 from localnmt.attention import dispatch
 from localnmt.attention.fast import band
 from localnmt.attention.fast.band import band_attention
-from localnmt.attention.fast.native import band as band_cpu
+from localnmt.attention.fast.native import c_band as band_cpu
 
 C_EXTENSION = band_cpu._band  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(

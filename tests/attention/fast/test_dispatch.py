@@ -9,7 +9,7 @@ import torch
 from helpers.attention import make_attention, mixed_padding
 
 from localnmt.attention import dispatch
-from localnmt.attention.fast.native import band as native_band
+from localnmt.attention.fast.native import c_band as native_band
 from localnmt.attention.problem import REGISTRY, dense_attention, kernel_names, register_kernel
 
 SPECS = [  # (site, spec): every family, with windows, biases, post stages and value terms

@@ -1,5 +1,5 @@
 """GMM cross-attention's C training kernels (``gmm_c_raw``, ``gmm_c_params``:
-fast/gmm_mixture.py over fast/native/gmm_mixture.py) against the torch ops.
+fast/gmm_mixture.py over fast/native/c_gmm_mixture.py) against the torch ops.
 
 The torch ops (``GaussianMixture.mixture_params``, ``mixture.mixture_attention``,
 ``torch.lerp``) are themselves tested against the paper's equations in
@@ -19,10 +19,10 @@ from helpers.attention import (
 )
 
 from localnmt.attention import dispatch
-from localnmt.attention.fast.native import gmm_mixture
+from localnmt.attention.fast.native import c_gmm_mixture
 from localnmt.attention.mixture import MixtureParams, mixture_attention
 
-C_EXTENSION = gmm_mixture._gmm_mixture  # for the ``build`` fixture (conftest.py)
+C_EXTENSION = c_gmm_mixture._gmm_mixture  # for the ``build`` fixture (conftest.py)
 needs_extension = pytest.mark.skipif(
     C_EXTENSION is None, reason="localnmt._gmm_mixture was not built (no C compiler)"
 )
@@ -82,7 +82,7 @@ def test_gated_mixture_matches_torch_ops(tk, side, form, build):
     inputs = [c, mu, sigma] + ([alpha] if used_alpha is not None else [])
     inputs += [gate] if isinstance(used_gate, torch.Tensor) else []
     grad = torch.randn(B, 2, TQ, tk)
-    got = gmm_mixture.gated_mixture(c, mu, sigma, positions, real, used_gate, used_alpha,
+    got = c_gmm_mixture.gated_mixture(c, mu, sigma, positions, real, used_gate, used_alpha,
                                     (B, 2, TQ, tk))  # fmt: skip
     assert got is not None
     expected = torch_gated(c, mu, sigma, positions, real, used_gate, used_alpha)
@@ -96,7 +96,7 @@ def test_gated_mixture_with_parameters_shared_across_components():
     """μ shared by every component (stride 0, Table 3 "share mean") gets the summed gradient."""
     c, mu, sigma, positions, real, alpha, gate = mixture_inputs(11, "left")
     shared = mu[..., :1].detach().requires_grad_()
-    got = gmm_mixture.gated_mixture(c, shared.expand_as(mu), sigma, positions, real, gate, alpha)
+    got = c_gmm_mixture.gated_mixture(c, shared.expand_as(mu), sigma, positions, real, gate, alpha)
     expected = torch_gated(c, shared.expand_as(mu), sigma, positions, real, gate, alpha)
     assert got is not None
     grad = torch.randn_like(expected)
@@ -108,9 +108,9 @@ def test_gated_mixture_with_parameters_shared_across_components():
 def test_backward_with_create_graph_takes_the_torch_ops(monkeypatch):
     """A backward that must be differentiable (create_graph) runs the torch ops, not C."""
     c, mu, sigma, positions, real, alpha, gate = mixture_inputs(9, "right")
-    counter = CountCalls(gmm_mixture._gmm_mixture)
-    monkeypatch.setattr(gmm_mixture, "_gmm_mixture", counter)
-    out = gmm_mixture.gated_mixture(c, mu, sigma, positions, real, gate, alpha)
+    counter = CountCalls(c_gmm_mixture._gmm_mixture)
+    monkeypatch.setattr(c_gmm_mixture, "_gmm_mixture", counter)
+    out = c_gmm_mixture.gated_mixture(c, mu, sigma, positions, real, gate, alpha)
     got = torch.autograd.grad((out**2).sum(), [c, mu, sigma, alpha, gate], create_graph=True)
     expected_out = torch_gated(c, mu, sigma, positions, real, gate, alpha)
     expected = torch.autograd.grad((expected_out**2).sum(), [c, mu, sigma, alpha, gate])
@@ -122,7 +122,7 @@ def test_backward_with_create_graph_takes_the_torch_ops(monkeypatch):
 @needs_extension
 def test_declines_what_it_cannot_take():
     c, mu, sigma, positions, real, alpha, gate = mixture_inputs(9, "left")
-    take = gmm_mixture.gated_mixture
+    take = c_gmm_mixture.gated_mixture
     assert take(c.double(), mu, sigma, positions, real, gate, alpha) is None
     assert take(c, mu, sigma, positions, real.float(), gate, alpha) is None
     assert take(c, mu, sigma, positions, real, gate) is None  # no shape without α
@@ -166,8 +166,8 @@ def test_parameters_from_raw_outputs_match_torch_ops(spec, kind, build, monkeypa
     tk = 13
     raw, length = raw_case(mod, tk, kind)
     _, _, _, positions, real, alpha, _ = mixture_inputs(tk, "left")
-    counter = CountCalls(gmm_mixture._gmm_mixture)
-    monkeypatch.setattr(gmm_mixture, "_gmm_mixture", counter)
+    counter = CountCalls(c_gmm_mixture._gmm_mixture)
+    monkeypatch.setattr(c_gmm_mixture, "_gmm_mixture", counter)
 
     def reference(r):
         params, gate = mod._mixture_and_gate(None, r, length)
@@ -175,7 +175,7 @@ def test_parameters_from_raw_outputs_match_torch_ops(spec, kind, build, monkeypa
 
     for with_alpha in (False, True):
         a = alpha if with_alpha and mod.options.fusion != "gmm" else None
-        got = gmm_mixture.approx_gated_mixture(mod._step_layout, raw, length, positions, real,
+        got = c_gmm_mixture.approx_gated_mixture(mod._step_layout, raw, length, positions, real,
                                                (B, 2, TQ, tk), reference, a)  # fmt: skip
         assert got is not None
         c, mu, sigma, gate = reference(raw)
@@ -202,9 +202,9 @@ def layer_results(spec: str, side: str | None, need_weights: bool, fused: bool, 
     pad = None
     if side is not None:
         pad = padding_mask([tk, tk - 4, 3], tk, side)
-    counter = CountCalls(gmm_mixture._gmm_mixture)
-    monkeypatch.setattr(gmm_mixture, "_gmm_mixture", counter)
-    monkeypatch.setattr(gmm_mixture, "ENABLED", fused)
+    counter = CountCalls(c_gmm_mixture._gmm_mixture)
+    monkeypatch.setattr(c_gmm_mixture, "_gmm_mixture", counter)
+    monkeypatch.setattr(c_gmm_mixture, "ENABLED", fused)
     with dispatch.trace() as seen:
         out, _ = attn(x, src, src, key_padding_mask=pad, need_weights=need_weights)
     params = [p for p in attn.parameters()]
@@ -247,7 +247,7 @@ def test_declines_say_why(monkeypatch):
         "gmm_c_raw": ["variant is not approx (C computes eq. 10-12 of approx only)"],
         "gmm_c_params": ["variant norm renormalises β (torch ops)"],
     }
-    monkeypatch.setattr(gmm_mixture, "ENABLED", False)
+    monkeypatch.setattr(c_gmm_mixture, "ENABLED", False)
     with dispatch.trace() as seen:
         make("gmm").train()(x, src, src, need_weights=False)
     (call,) = [c for c in seen.calls if c.op == "gmm mixture"]
@@ -260,4 +260,4 @@ def test_extension_is_built_where_a_compiler_is():
 
     if shutil.which(sysconfig.get_config_var("CC").split()[0]) is None:
         pytest.skip("no C compiler on this machine")
-    assert gmm_mixture._gmm_mixture is not None and gmm_mixture.ENABLED
+    assert c_gmm_mixture._gmm_mixture is not None and c_gmm_mixture.ENABLED

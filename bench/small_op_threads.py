@@ -1,6 +1,6 @@
 """Small CPU ops on one thread vs all: what ``localnmt/attention/threads.py`` rests on.
 
-    python -m bench.threads [--batch 32] [--keys 32] [--repeats 5]
+    python -m bench.small_op_threads [--batch 32] [--keys 32] [--repeats 5]
 
 Times, interleaved in one process, the ops of a decoding step (B·beam = ``--batch``
 hypotheses, 8 heads, ``--keys`` source tokens, K = 4 GMM components) with torch's thread
@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from bench.machine import describe, machine_info
+from bench.machine_info import describe, machine_info
 from localnmt.attention import threads
 from localnmt.machine import load_average
 

@@ -1,6 +1,6 @@
 """Sensitivity analysis (Pande et al. §3.1): time of one layer's β = ‖∂Y_i/∂X_j‖_F by method.
 
-    python -m bench.sensitivity [--lengths 10 25 40 60] [--dim 512] [--heads 8] [--spec SPEC]
+    python -m bench.sensitivity_timing [--lengths 10 25 40 60] [--dim 512] [--heads 8] [--spec SPEC]
 
 Reference (whole Jacobian), chunked (batched vector–Jacobian products) and structured (closed
 form, the default of ``localnmt.analysis.sensitivity``) are timed interleaved in one process on
@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from bench.machine import describe, machine_info
+from bench.machine_info import describe, machine_info
 from localnmt.analysis import sensitivity
 from localnmt.attention import LocalAttention
 from localnmt.attention.context import AttentionSite

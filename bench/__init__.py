@@ -1,4 +1,4 @@
-"""Benchmarks of localnmt against fairseq's own Transformer (``python -m bench.run_all``).
+"""Benchmarks of localnmt against fairseq's own Transformer (``python -m bench.run``).
 
 Importing this package sets ``OMP_WAIT_POLICY=PASSIVE`` before torch is imported: OpenMP
 spin-waits inflate short kernels about 10x on small shared machines (bench/README.md). A value

@@ -30,7 +30,7 @@ from localnmt.attention import shared_source
 from localnmt.attention.fast.native import gmm_step
 from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
-from localnmt.runs.spec import DEFAULT_DECODING
+from localnmt.runs.run_specs import DEFAULT_DECODING
 
 
 def _softmax_unchanged(self: GaussianMixture, ctx, probs):

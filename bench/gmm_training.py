@@ -18,7 +18,7 @@ backward, Adam; 1024 target tokens) of the fairseq baseline and of the GMM row's
   and 10-14 cost, "+ predictors" − "SDPA only" what the predictors cost.
 
 Prints seconds per step and each form's speed relative to the baseline (median over the
-repeats of the paired ratios, as ``bench.run_all``); ``--clock cpu`` counts the process's CPU
+repeats of the paired ratios, as ``bench.run``); ``--clock cpu`` counts the process's CPU
 seconds instead of wall seconds (``bench/measure.py``).
 """
 

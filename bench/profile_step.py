@@ -4,7 +4,7 @@ row's model and of fairseq's Transformer, ops side by side (self CPU/CUDA time).
     python -m bench.profile_step --row 'yang2018/table-1/fixed/base' --length 32
     python -m bench.profile_step --row ... --generate --length 16
 
-Use it where ``bench.run_all`` reports a missed target: the ops whose time grows most in the
+Use it where ``bench.run`` reports a missed target: the ops whose time grows most in the
 candidate name the cost (extra bias tensors, a dense T×T path, Python overhead per call).
 """
 
@@ -21,7 +21,7 @@ from bench.machine_info import describe, machine_info, pick_device
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import batch_size_for, make_batch, make_dictionary
 from bench.training_throughput import Trainer
-from localnmt.runs.spec import DEFAULT_DECODING
+from localnmt.runs.run_specs import DEFAULT_DECODING
 
 
 def op_times(fn, device: torch.device, steps: int = 2) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""The ``attention`` section of ``python -m bench.run_all``: forward + backward of one attention
+"""The ``attention`` section of ``python -m bench.run``: forward + backward of one attention
 layer per method (× kernel) against a plain layer, over T."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``band`` section of ``python -m bench.run_all``: ``bench/band_attention.py`` with the run's
+"""The ``band`` section of ``python -m bench.run``: ``bench/band_attention.py`` with the run's
 lengths, batch, heads and repeats."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Progress lines and error entries shared by the sections of ``python -m bench.run_all``."""
+"""Progress lines and error entries shared by the sections of ``python -m bench.run``."""
 
 from __future__ import annotations
 

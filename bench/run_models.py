@@ -1,4 +1,4 @@
-"""The ``train`` and ``generate`` sections of ``python -m bench.run_all``: each catalog row against
+"""The ``train`` and ``generate`` sections of ``python -m bench.run``: each catalog row against
 fairseq's Transformer of the same size (training throughput, peak memory, beam-search speed)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What ``python -m bench.run_all`` measures: defaults that depend on ``--quick`` and the device,
+"""What ``python -m bench.run`` measures: defaults that depend on ``--quick`` and the device,
 the catalog rows after ``--paper`` / ``--rows``, and the ``--dry-run`` plan."""
 
 from __future__ import annotations

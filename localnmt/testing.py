@@ -153,9 +153,9 @@ def generate(
     extra: list[str] | None = None,
 ) -> GenerateResult:
     """``fairseq-generate`` in process, scored with SacreBLEU: beam search as the papers ran it
-    (:data:`~localnmt.runs.spec.DEFAULT_DECODING`: beam 4, length penalty 0.6), unless
+    (:data:`~localnmt.runs.run_specs.DEFAULT_DECODING`: beam 4, length penalty 0.6), unless
     ``beam`` or ``lenpen`` say otherwise."""
-    from localnmt.runs.spec import DEFAULT_DECODING
+    from localnmt.runs.run_specs import DEFAULT_DECODING
 
     beam = DEFAULT_DECODING.beam if beam is None else beam
     lenpen = DEFAULT_DECODING.lenpen if lenpen is None else lenpen

@@ -24,8 +24,8 @@ import torch
 
 from localnmt import progress
 from localnmt.data.bpe import segmenter
+from localnmt.data.max_positions import first_too_long, too_long_message
 from localnmt.data.metadata import DataInfo, read_metadata
-from localnmt.data.positions import first_too_long, too_long_message
 from localnmt.data.text_tokenize import tokenizer_for
 from localnmt.data.validate import decode_lines
 from localnmt.errors import DataError, entry_point
@@ -34,7 +34,7 @@ from localnmt.evaluation.scoring import read_lines
 from localnmt.provenance import check_data_bin
 from localnmt.runs.model_fit import check_vocabulary, load_failure
 from localnmt.runs.options import add_options, from_options
-from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
+from localnmt.runs.run_specs import DEFAULT_DECODING, DecodeSpec
 from localnmt.safe_load import load_checkpoint
 
 

@@ -13,7 +13,7 @@
 #   cuda_tests  pytest -m cuda tests/cuda (FlexAttention forward and backward against the
 #               dense path, band kernel, folded Gaussian, fp16/bf16 training steps of every
 #               method family)                                  -> cuda_tests.xml
-#   bench_fp16  python -m bench.run_all --device cuda: training at 4096 tokens per batch and beam
+#   bench_fp16  python -m bench.run --device cuda: training at 4096 tokens per batch and beam
 #   bench_bf16  search, one catalog row per method family, in float16 / bfloat16
 #                                                                -> bench_fp16/, bench_bf16/
 #   quickstart  the quickstart's GPU sizing (--size cuda) for a 1.5-minute training budget
@@ -23,7 +23,7 @@
 #
 # --dry-run (any machine, no GPU needed): checks the script's own steps instead of running
 # them: every command exists and parses the options it would get (localnmt.check and
-# bench.run_all with --dry-run, pytest with --collect-only, the quickstart's --help), and the time
+# bench.run with --dry-run, pytest with --collect-only, the quickstart's --help), and the time
 # limits fit the budget.
 #
 # Wheels for the GPU image (Python 3.12, run where pip reaches PyPI):
@@ -148,9 +148,9 @@ dry_run() {  # each step's command, checked without running it
   run_step check "$PYTHON" -m localnmt.check "${CHECK_ARGS[@]}" --dry-run
   run_step cuda_tests "$PYTHON" -m pytest --collect-only "${PYTEST_ARGS[@]}"
   # shellcheck disable=SC2046
-  run_step bench_fp16 "$PYTHON" -m bench.run_all $(bench_args float16) --dry-run
+  run_step bench_fp16 "$PYTHON" -m bench.run $(bench_args float16) --dry-run
   # shellcheck disable=SC2046
-  run_step bench_bf16 "$PYTHON" -m bench.run_all $(bench_args bfloat16) --dry-run
+  run_step bench_bf16 "$PYTHON" -m bench.run $(bench_args bfloat16) --dry-run
   run_step quickstart quickstart_options
 }
 
@@ -176,9 +176,9 @@ else
   run_step check "$PYTHON" -m localnmt.check "${CHECK_ARGS[@]}"
   run_step cuda_tests "$PYTHON" -m pytest "${PYTEST_ARGS[@]}" --junitxml "$OUT/cuda_tests.xml"
   # shellcheck disable=SC2046
-  run_step bench_fp16 "$PYTHON" -m bench.run_all $(bench_args float16) --out "$OUT/bench_fp16"
+  run_step bench_fp16 "$PYTHON" -m bench.run $(bench_args float16) --out "$OUT/bench_fp16"
   # shellcheck disable=SC2046
-  run_step bench_bf16 "$PYTHON" -m bench.run_all $(bench_args bfloat16) --out "$OUT/bench_bf16"
+  run_step bench_bf16 "$PYTHON" -m bench.run $(bench_args bfloat16) --out "$OUT/bench_bf16"
   run_step quickstart quickstart
 fi
 if [[ -n "$ARCHIVE" ]]; then

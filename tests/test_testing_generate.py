@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from localnmt import testing
-from localnmt.runs.spec import DEFAULT_DECODING
+from localnmt.runs.run_specs import DEFAULT_DECODING
 
 
 class _Parsed(Exception):

@@ -112,7 +112,7 @@ def test_flex_forced_on_torch_without_it_declines_with_the_reason(monkeypatch) -
     cpu = SimpleNamespace(q=SimpleNamespace(device=torch.device("cpu")), bands=[])
     with dispatch.forced_kernel("flex"):
         with pytest.warns(UserWarning, match=r"FlexAttention needs torch >= 2\.5"):
-            # declined with the reason: bench.run_all reports it so
+            # declined with the reason: bench.run reports it so
             reason = dispatch.joined(list(flex.check(cpu)))
     assert "torch >= 2.5" in reason
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from localnmt.atomic import atomic_open, write_json
 from localnmt.data import bpe as bpe_mod
 from localnmt.data.binarize import binarize
-from localnmt.data.layout import raw_dir as layout_raw_dir
+from localnmt.data.corpus_layout import raw_dir as layout_raw_dir
 from localnmt.data.length_clean import clean_corpus
-from localnmt.data.positions import DEFAULT_MAX_POSITIONS, flag_long_lines
+from localnmt.data.max_positions import DEFAULT_MAX_POSITIONS, flag_long_lines
 from localnmt.data.text_tokenize import tokenize_file, tokenizer_name
 from localnmt.data.validate import iter_lines_checked, validate_parallel
 from localnmt.errors import DataError
@@ -190,7 +190,7 @@ def process_corpus(
 
 def _raw_subsets_step(runner: StepRunner, raw, data_bin: Path, cfg: ProcessConfig, log) -> None:
     """Raw text of every test set under its data-bin subset name (``raw/test1.de`` for the
-    second test set, see :mod:`localnmt.data.layout`), copied when the pipeline named it
+    second test set, see :mod:`localnmt.data.corpus_layout`), copied when the pipeline named it
     otherwise (``test_filtered``, ``test2018``, ``mt04``), so scoring finds it by subset."""
     dest = layout_raw_dir(data_bin)
     todo = {

@@ -16,7 +16,7 @@ from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.command import run_data_command
 from localnmt.data.corpus_pipeline import ProcessConfig
 from localnmt.data.fs_errors import writing_to
-from localnmt.data.positions import MAX_POSITIONS_HELP
+from localnmt.data.max_positions import MAX_POSITIONS_HELP
 from localnmt.steps import Log
 
 

@@ -30,10 +30,10 @@ from pathlib import Path
 from localnmt.atomic import atomic_open, write_json
 from localnmt.data.bpe import BPE_KINDS
 from localnmt.data.command import run_data_command
+from localnmt.data.corpus_layout import count_lines
 from localnmt.data.corpus_pipeline import LengthClean, ProcessConfig, process_corpus, subset_names
 from localnmt.data.fs_errors import check_workdir, located_in
-from localnmt.data.layout import count_lines
-from localnmt.data.positions import DEFAULT_MAX_POSITIONS, MAX_POSITIONS_HELP
+from localnmt.data.max_positions import DEFAULT_MAX_POSITIONS, MAX_POSITIONS_HELP
 from localnmt.data.validate import iter_lines_checked, not_regular, validate_parallel
 from localnmt.errors import DataError
 from localnmt.steps import Log, StepRunner

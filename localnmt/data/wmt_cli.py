@@ -14,7 +14,7 @@ from localnmt.data.command import run_data_command
 from localnmt.data.corpus_pipeline import ProcessConfig, process_corpus
 from localnmt.data.download import Source, download_all
 from localnmt.data.fs_errors import writing_to
-from localnmt.data.positions import MAX_POSITIONS_HELP
+from localnmt.data.max_positions import MAX_POSITIONS_HELP
 from localnmt.data.wmt_extract import Corpus, assemble
 from localnmt.steps import Log, StepRunner
 

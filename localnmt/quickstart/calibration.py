@@ -26,7 +26,7 @@ from typing import Any
 from localnmt.atomic import write_json
 from localnmt.errors import TrainFailed
 from localnmt.runs.layout import RunLayout
-from localnmt.runs.spec import TrainSpec
+from localnmt.runs.run_specs import TrainSpec
 from localnmt.runs.timed_validation import read_curve
 from localnmt.runs.train_log import read_train_log
 from localnmt.runs.train_run import train_run

@@ -16,14 +16,14 @@ import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq
 from localnmt import locks
 from localnmt.attention.spec import SpecError
 from localnmt.catalog import CatalogRow, load_rows
+from localnmt.data.corpus_layout import raw_file
 from localnmt.data.gettext_corpus import prepare_gettext_pair
-from localnmt.data.layout import raw_file
 from localnmt.errors import UsageError, entry_point
 from localnmt.fairseq_plugin.architectures import arch_stacks, preset_specs
 from localnmt.machine import load_average, machine_summary
 from localnmt.quickstart.calibration import calibrate
+from localnmt.quickstart.collected_results import collect, corpus_info
 from localnmt.quickstart.report import write_json, write_markdown, write_plot
-from localnmt.quickstart.results import collect, corpus_info
 from localnmt.quickstart.run_record import Allotment, QuickstartRun
 from localnmt.quickstart.sizing import BASELINE, Sizing, sizing_for, sizings
 from localnmt.quickstart.training import Schedule, run_system, system_spec
@@ -31,7 +31,7 @@ from localnmt.runs.experiment import TestSet
 from localnmt.runs.generate import infer_langs
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.recipes import dim_overrides
-from localnmt.runs.spec import TrainSpec
+from localnmt.runs.run_specs import TrainSpec
 
 
 def log(msg: str) -> None:

@@ -31,7 +31,7 @@ from localnmt.runs.experiment import (
     train_and_score,
 )
 from localnmt.runs.layout import RunLayout
-from localnmt.runs.spec import DecodeSpec, TrainSpec
+from localnmt.runs.run_specs import DecodeSpec, TrainSpec
 from localnmt.steps import StepRunner
 
 _PROGRESS = ("| valid |", "done training", "Stopping training")

@@ -2,7 +2,7 @@
 ``python -m localnmt.runs.evaluate``, ``scripts/evaluate.sh``; scoring itself, given the
 text, is :mod:`localnmt.evaluation`).
 
-fairseq-generate (beam search as :class:`~localnmt.runs.spec.DecodeSpec` says) -> hypotheses
+fairseq-generate (beam search as :class:`~localnmt.runs.run_specs.DecodeSpec` says) -> hypotheses
 in order -> BPE removal -> Moses detokenisation
 (CJK spaces removed for Chinese) -> :func:`localnmt.evaluation.scoring.score`: SacreBLEU with
 signature, tokenized BLEU (multi-bleu style, German compound splitting), BLEU by
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from localnmt.data.layout import count_lines
+from localnmt.data.corpus_layout import count_lines
 from localnmt.data.metadata import post_processing
 from localnmt.errors import DataError, UsageError, entry_point
 from localnmt.evaluation.breakdown import parse_edges
@@ -52,7 +52,7 @@ from localnmt.runs.generate import (
     run_generate,
 )
 from localnmt.runs.options import add_options, from_options
-from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
+from localnmt.runs.run_specs import DEFAULT_DECODING, DecodeSpec
 
 
 def translate(

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from localnmt.data.positions import DEFAULT_MAX_POSITIONS, first_too_long, too_long_message
+from localnmt.data.max_positions import DEFAULT_MAX_POSITIONS, first_too_long, too_long_message
 from localnmt.errors import DataError
 from localnmt.provenance import check_data_bin
 from localnmt.runs.model_fit import check_vocabulary

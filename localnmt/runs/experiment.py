@@ -24,7 +24,7 @@ from localnmt.paths import default_user_dir
 from localnmt.runs.decode_and_score import TestSet, score_checkpoint
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.recipes import effective_recipe
-from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec, TrainSpec
+from localnmt.runs.run_specs import DEFAULT_DECODING, DecodeSpec, TrainSpec
 from localnmt.runs.train_run import TrainCommand, TrainRun, train_run
 from localnmt.steps import Log, StepRunner
 

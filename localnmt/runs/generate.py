@@ -9,7 +9,7 @@ from pathlib import Path
 from localnmt import progress
 from localnmt.errors import DataError
 from localnmt.paths import default_user_dir  # noqa: F401  (the one --user-dir helper)
-from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
+from localnmt.runs.run_specs import DEFAULT_DECODING, DecodeSpec
 from localnmt.runs.streaming import stream_lines
 
 _LINE = re.compile(r"^([HTS])-(\d+)\t")

@@ -1,4 +1,4 @@
-"""How a :class:`~localnmt.runs.spec.TrainSpec` becomes fairseq-train processes.
+"""How a :class:`~localnmt.runs.run_specs.TrainSpec` becomes fairseq-train processes.
 
 One GPU or one CPU process: one Python process running :mod:`localnmt.runs.fairseq_entry`.
 Several GPUs, several CPU processes (``--cpu --procs N``) or several nodes:
@@ -17,7 +17,7 @@ from pathlib import Path
 from localnmt.errors import UsageError
 from localnmt.paths import resolve_user_dir
 from localnmt.runs.recipes import effective_recipe, train_args
-from localnmt.runs.spec import TrainSpec
+from localnmt.runs.run_specs import TrainSpec
 from localnmt.runs.streaming import stream_lines
 from localnmt.runs.torchrun_output import LauncherReport
 

@@ -25,7 +25,7 @@ from localnmt.runs.decode_and_score import (
     evaluate_checkpoint,
     translate_subsets,
 )
-from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
+from localnmt.runs.run_specs import DEFAULT_DECODING, DecodeSpec
 
 
 def refs_dir_for(data_bin: Path) -> Path:

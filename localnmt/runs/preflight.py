@@ -19,7 +19,7 @@ from localnmt.attention.memory import batch_pairs, gigabytes, method_memory
 from localnmt.errors import UsageError
 from localnmt.runs.data_bin import DataBinSummary, check_data_bin_files
 from localnmt.runs.launch import fairseq_args
-from localnmt.runs.spec import TrainSpec
+from localnmt.runs.run_specs import TrainSpec
 
 
 def check_training(spec: TrainSpec, gpus: int) -> None:

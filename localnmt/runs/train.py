@@ -41,7 +41,7 @@ from localnmt.runs.launch import check_data_bin, fairseq_args, launch_command, w
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.options import add_options, from_options, split_extra
 from localnmt.runs.resume_checks import preflight, start_over
-from localnmt.runs.spec import DecodeSpec, TrainSpec
+from localnmt.runs.run_specs import DecodeSpec, TrainSpec
 
 #: the decoding options ``--evaluate`` takes (``--max-tokens`` is the training batch here)
 DECODE_OPTIONS = ("beam", "lenpen", "max_len_a", "max_len_b", "bpe", "detok")
@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainSpec, argparse.Names
 def test_set(spec: TrainSpec, subset: str):
     """The raw references and sources of ``subset`` beside the data-bin; stops
     (:class:`UsageError`) before training when the references are missing."""
-    from localnmt.data.layout import raw_file
+    from localnmt.data.corpus_layout import raw_file
     from localnmt.runs.experiment import TestSet
     from localnmt.runs.generate import infer_langs
 

@@ -8,7 +8,7 @@ checkpoints are set aside in ``stale/``), an interrupted one resumes from
 directory as it always does, resuming whatever ``checkpoint_last.pt`` it finds.
 
     from localnmt.runs.layout import RunLayout
-    from localnmt.runs.spec import TrainSpec
+    from localnmt.runs.run_specs import TrainSpec
     from localnmt.runs.train_run import train_run
     from localnmt.steps import StepRunner
 
@@ -48,7 +48,7 @@ from localnmt.runs.launch import (
 )
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.preflight import check_training
-from localnmt.runs.spec import TrainSpec
+from localnmt.runs.run_specs import TrainSpec
 from localnmt.steps import Log, StepRunner, input_digests
 
 

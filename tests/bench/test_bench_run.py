@@ -10,7 +10,7 @@ import json
 import pytest
 
 from bench import attention_layer as attn
-from bench import measure, run_all
+from bench import measure, run
 from bench.measure import cpu_peak_memory, interleaved, median_ratio
 from bench.outputs import memory_exponent
 from bench.synthetic import make_batch, make_dictionary
@@ -61,7 +61,7 @@ def tiny_run(tmp_path_factory):
         "--out",
         str(out),
     ]
-    assert run_all.main(argv) == 0
+    assert run.main(argv) == 0
     return out
 
 
@@ -110,9 +110,9 @@ def test_markdown_and_png(tiny_run):
 
 
 def test_band_section_runs_and_states_the_kernel_path(tmp_path):
-    """``--sections band`` (bench/band_attention.py through bench.run_all): rows, no errors, and
+    """``--sections band`` (bench/band_attention.py through bench.run): rows, no errors, and
     the markdown says which band kernel ran."""
-    assert run_all.main([*TINY, "--sections", "band", "--out", str(tmp_path)]) == 0
+    assert run.main([*TINY, "--sections", "band", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     assert result["errors"] == []
     (row,) = result["band"]["rows"]
@@ -122,14 +122,14 @@ def test_band_section_runs_and_states_the_kernel_path(tmp_path):
 
 def test_bad_section_is_rejected():
     with pytest.raises(SystemExit):
-        run_all.main([*TINY, "--sections", "nonsense"])
+        run.main([*TINY, "--sections", "nonsense"])
 
 
 def test_interleaved_and_ratio():
     calls = []
     times = interleaved(
         {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
-        run_all.torch.device("cpu"),
+        run.torch.device("cpu"),
         warmup=1,
         repeats=3,
     )
@@ -142,7 +142,7 @@ def test_cpu_clock_counts_work_not_waiting():
     """``use_clock("cpu")``: a sleep costs no process CPU time (it does cost wall time)."""
     import time
 
-    cpu = run_all.torch.device("cpu")
+    cpu = run.torch.device("cpu")
     try:
         measure.use_clock("cpu")
         asleep = measure.time_call(lambda: time.sleep(0.2), cpu)
@@ -224,7 +224,7 @@ def test_every_kernel_forced_is_ok_or_declined(tmp_path):
         "--out",
         str(tmp_path),
     ]
-    assert run_all.main(argv) == 0
+    assert run.main(argv) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     kernels = {r["kernel"] for r in result["attention"]}
     assert kernels == {"auto", *kernel_names()}

@@ -1,10 +1,10 @@
-"""localnmt/data/layout.py: where a prepared corpus keeps its files."""
+"""localnmt/data/corpus_layout.py: where a prepared corpus keeps its files."""
 
 from __future__ import annotations
 
 import pytest
 
-from localnmt.data.layout import count_lines
+from localnmt.data.corpus_layout import count_lines
 from localnmt.errors import DataError
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from localnmt.data import parallel
-from localnmt.data.layout import count_lines
+from localnmt.data.corpus_layout import count_lines
 from localnmt.data.text_tokenize import tokenize_moses, tokenize_zh
 from localnmt.evaluation.scoring import read_lines
 from localnmt.testing import exit_status

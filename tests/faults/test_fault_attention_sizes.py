@@ -14,7 +14,7 @@ from localnmt.attention.context import AttentionSite
 from localnmt.attention.spec import parse_spec, validate_specs
 from localnmt.errors import UsageError
 from localnmt.runs import preflight, train
-from localnmt.runs.spec import TrainSpec
+from localnmt.runs.run_specs import TrainSpec
 from localnmt.testing import exit_status
 
 ENCODER = AttentionSite("encoder_self", 0, num_layers=1, embed_dim=64, num_heads=4)

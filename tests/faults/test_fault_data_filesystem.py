@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from localnmt.data import corpus_pipeline, parallel
-from localnmt.data.layout import count_lines
+from localnmt.data.corpus_layout import count_lines
 from localnmt.evaluation.scoring import read_lines
 from localnmt.fault_injection import failing_writes
 from localnmt.testing import exit_status

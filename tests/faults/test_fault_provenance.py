@@ -223,7 +223,7 @@ def test_scores_say_how_far_the_checkpoint_was_trained(trained, tmp_path, capsys
 def test_reports_mark_a_checkpoint_of_an_unfinished_run() -> None:
     from localnmt.evaluation.results import TrainingRecord
     from localnmt.quickstart.report import SeedRun, SystemResult
-    from localnmt.runs.reproduce.tables import RowResult, results_table
+    from localnmt.runs.reproduce.results_markdown import RowResult, results_table
 
     stopped = {"checkpoint": "c.pt", "updates": 95, "max_update": 2000, "finished": False}
     table = results_table([RowResult(name="a", row="Baseline", bleu=1.0, training=stopped)])

@@ -16,7 +16,7 @@ from localnmt.evaluation.results import Scored, Scores, write_scores
 from localnmt.runs import experiment, train_run
 from localnmt.runs.experiment import TestSet, TranslationEvaluation, train_and_score
 from localnmt.runs.layout import RunLayout
-from localnmt.runs.spec import TrainSpec
+from localnmt.runs.run_specs import TrainSpec
 from localnmt.steps import StepRunner
 from localnmt.testing import make_tiny_corpus, preprocess
 

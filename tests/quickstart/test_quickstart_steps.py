@@ -313,7 +313,7 @@ def test_evaluation_key_names_the_post_processing(tmp_path) -> None:
     detokeniser, so a data-bin that records other ones is scored again, not reused."""
     from localnmt.data.metadata import FILENAME
     from localnmt.runs.experiment import TestSet, evaluation_params
-    from localnmt.runs.spec import DecodeSpec, TrainSpec
+    from localnmt.runs.run_specs import DecodeSpec, TrainSpec
 
     spec = TrainSpec(data=str(tmp_path), save_dir=str(tmp_path / "ck"))
 

@@ -12,8 +12,8 @@ import pytest
 from localnmt.evaluation.results import TrainingRecord
 from localnmt.quickstart import cli
 from localnmt.quickstart.calibration import Calibration, SystemCost
+from localnmt.quickstart.collected_results import corpus_info
 from localnmt.quickstart.report import SeedRun, SystemResult, write_json, write_markdown
-from localnmt.quickstart.results import corpus_info
 from localnmt.quickstart.run_record import Allotment, Corpus, CorpusSizes, QuickstartRun
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "quickstart"

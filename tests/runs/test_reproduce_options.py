@@ -10,9 +10,13 @@ import pytest
 from localnmt.catalog import CatalogRow
 from localnmt.catalog.tasks import GLUE_TASKS
 from localnmt.runs import reproduce
-from localnmt.runs.reproduce import cli, page, plan, run
-from localnmt.runs.reproduce.options import DECODE_OPTIONS, TRAIN_OPTIONS, ReproduceOptions
-from localnmt.runs.spec import DecodeSpec, TrainSpec
+from localnmt.runs.reproduce import page, plan, reproduce_cli, table_runs
+from localnmt.runs.reproduce.reproduce_options import (
+    DECODE_OPTIONS,
+    TRAIN_OPTIONS,
+    ReproduceOptions,
+)
+from localnmt.runs.run_specs import DecodeSpec, TrainSpec
 
 
 def test_every_option_lands_in_its_field() -> None:
@@ -62,7 +66,7 @@ def test_training_options_reach_the_row_spec(tmp_path) -> None:
 
 def test_a_bad_decoding_option_stops_at_parsing(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
-        cli.main(["vaswani2017", "Table 3", "--dry-run", "--cpu", "--beam", "0"])
+        reproduce_cli.main(["vaswani2017", "Table 3", "--dry-run", "--cpu", "--beam", "0"])
     assert exc.value.code == 2
     err = capsys.readouterr()
     assert err.err.strip() == "reproduce: error: --beam must be at least 1, got 0"
@@ -76,7 +80,7 @@ def test_single_task_flags() -> None:
 
 
 def test_no_module_below_the_command_line_takes_a_namespace() -> None:
-    for module in (plan, run, page):
+    for module in (plan, table_runs, page):
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ != module.__name__:
                 continue
@@ -89,7 +93,7 @@ def test_every_declared_option_is_on_the_command_line() -> None:
     whatever the command line says."""
     from localnmt import fields
 
-    dests = {a.dest for a in cli.build_parser()._actions}
+    dests = {a.dest for a in reproduce_cli.build_parser()._actions}
     declared = [f.name for f, _ in fields.declared(ReproduceOptions)]
     assert declared and set(declared) <= dests
     plain = {"paper", "table", "data_root", "workdir", "results_dir", *TRAIN_OPTIONS,

@@ -6,7 +6,7 @@ import pytest
 
 from localnmt.catalog.tables import baseline_of, select_table, table_key
 from localnmt.runs.generate import ordered, parse_generate
-from localnmt.runs.reproduce.tables import RowResult, results_table
+from localnmt.runs.reproduce.results_markdown import RowResult, results_table
 from localnmt.runs.train_log import parse_train_log
 
 GEN = (

@@ -12,7 +12,7 @@ import pytest
 
 from localnmt.errors import UsageError
 from localnmt.runs.layout import RunLayout
-from localnmt.runs.spec import TrainSpec
+from localnmt.runs.run_specs import TrainSpec
 from localnmt.runs.train_run import claim_checkpoints, run_params, train_run
 from localnmt.steps import StepRunner
 from localnmt.testing import make_tiny_corpus, preprocess

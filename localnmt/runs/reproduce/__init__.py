@@ -45,10 +45,10 @@ Modules: :mod:`.plan` (tasks, data, references), :mod:`.run` (train and evaluate
 :mod:`.page` (the results page), :mod:`.cli` (options, dry run, dispatch).
 """
 
-from localnmt.runs.reproduce.cli import main, parse_args, reproduce
-from localnmt.runs.reproduce.options import ReproduceOptions
 from localnmt.runs.reproduce.plan import Plan, plan_task, separate_vocab
-from localnmt.runs.reproduce.run import row_spec, run_row
+from localnmt.runs.reproduce.reproduce_cli import main, parse_args, reproduce
+from localnmt.runs.reproduce.reproduce_options import ReproduceOptions
+from localnmt.runs.reproduce.table_runs import row_spec, run_row
 
 __all__ = [
     "Plan",

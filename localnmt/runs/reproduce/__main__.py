@@ -1,5 +1,5 @@
 """``python -m localnmt.runs.reproduce``."""
 
-from localnmt.runs.reproduce.cli import main
+from localnmt.runs.reproduce.reproduce_cli import main
 
 main()

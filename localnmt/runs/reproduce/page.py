@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from localnmt.catalog import CatalogRow
 from localnmt.evaluation.results import AnyScores, MultiRefScores
-from localnmt.runs.reproduce.options import ReproduceOptions
 from localnmt.runs.reproduce.plan import Plan, References
+from localnmt.runs.reproduce.reproduce_options import ReproduceOptions
 
 if TYPE_CHECKING:
     from localnmt.runs.glue_runs import GlueTaskScore
@@ -61,7 +61,12 @@ def translation_page(
     seconds: float,
 ) -> Path:
     """BLEU, Δ and significance per row (4-reference averages for NIST)."""
-    from localnmt.runs.reproduce.tables import LEGEND, LEGEND_MULTI_REF, RowResult, results_markdown
+    from localnmt.runs.reproduce.results_markdown import (
+        LEGEND,
+        LEGEND_MULTI_REF,
+        RowResult,
+        results_markdown,
+    )
 
     multi = plan.refs is not None
     results = []
@@ -132,7 +137,7 @@ def glue_page(
 ) -> Path:
     """Dev accuracy per GLUE task and row (Pande et al. Table 4)."""
     from localnmt.runs.glue_runs import setting_text
-    from localnmt.runs.reproduce.tables import GlueResult, glue_markdown
+    from localnmt.runs.reproduce.results_markdown import GlueResult, glue_markdown
 
     tasks = list(opts.glue_tasks)
     results = [

@@ -12,9 +12,9 @@ from pathlib import Path
 from localnmt.catalog import CatalogRow
 from localnmt.catalog.tables import table_id
 from localnmt.catalog.tasks import DEFAULT_TASK, TASKS, Task
-from localnmt.data.layout import raw_file
+from localnmt.data.corpus_layout import raw_file
 from localnmt.errors import UsageError
-from localnmt.runs.reproduce.options import ReproduceOptions
+from localnmt.runs.reproduce.reproduce_options import ReproduceOptions
 
 
 @dataclass
@@ -91,7 +91,7 @@ def _missing(task: Task, opts: ReproduceOptions, what: str) -> UsageError:
 
 def references(data: Path, subset: str, opts: ReproduceOptions) -> References:
     """Raw references and sources of ``subset``: ``--ref``/``--src``, else
-    ``<data-bin>/../raw/<subset>.<lang>`` (:func:`localnmt.data.layout.raw_file`).
+    ``<data-bin>/../raw/<subset>.<lang>`` (:func:`localnmt.data.corpus_layout.raw_file`).
 
     A missing reference stops the run (exit 2) unless ``--score-against-targets`` asks to
     score against fairseq's post-processed target lines, which is then noted on the page."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from localnmt.catalog import CatalogRow
 from localnmt.catalog.names import system_name
-from localnmt.data.layout import count_lines
+from localnmt.data.corpus_layout import count_lines
 from localnmt.evaluation.metrics import sacrebleu_metric
 from localnmt.evaluation.results import Scores, TrainingRecord, read_scores
 from localnmt.evaluation.scoring import read_lines

@@ -1,5 +1,5 @@
 """Command line of ``python -m localnmt.runs.reproduce``: parsing into
-:class:`~localnmt.runs.reproduce.options.ReproduceOptions`, the dry run, dispatch."""
+:class:`~localnmt.runs.reproduce.reproduce_options.ReproduceOptions`, the dry run, dispatch."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from localnmt.catalog.tables import (
 from localnmt.catalog.tasks import GLUE_TASKS
 from localnmt.errors import UsageError, entry_point
 from localnmt.runs.options import add_options, from_options, split_extra
-from localnmt.runs.reproduce.options import DECODE_OPTIONS, TRAIN_OPTIONS, ReproduceOptions
 from localnmt.runs.reproduce.plan import (
     Plan,
     check_references,
@@ -30,8 +29,13 @@ from localnmt.runs.reproduce.plan import (
     row_size,
     separate_vocab,
 )
-from localnmt.runs.reproduce.run import glue_row, row_spec, run_glue, run_translation
-from localnmt.runs.spec import DecodeSpec, TrainSpec
+from localnmt.runs.reproduce.reproduce_options import (
+    DECODE_OPTIONS,
+    TRAIN_OPTIONS,
+    ReproduceOptions,
+)
+from localnmt.runs.reproduce.table_runs import glue_row, row_spec, run_glue, run_translation
+from localnmt.runs.run_specs import DecodeSpec, TrainSpec
 
 
 def _eval_line(plan: Plan) -> str:

@@ -1,4 +1,4 @@
-"""``python -m bench.run_all``: every catalog architecture side by side with fairseq's Transformer.
+"""``python -m bench.run``: every catalog architecture side by side with fairseq's Transformer.
 
 In one process, on one device: training throughput and peak memory per catalog row and
 sentence length, beam-search speed, and forward + backward of one attention layer per method
@@ -7,10 +7,10 @@ vs a plain layer over T. Writes ``bench.json``, ``bench.md`` and ``bench.png`` t
 
 Examples::
 
-    python -m bench.run_all --quick
-    python -m bench.run_all --paper yang2018 --sections train,generate
-    python -m bench.run_all --sections attention --methods localness 'cross:gmm' --kernels all
-    python -m bench.run_all --device cuda --dtype bfloat16
+    python -m bench.run --quick
+    python -m bench.run --paper yang2018 --sections train,generate
+    python -m bench.run --sections attention --methods localness 'cross:gmm' --kernels all
+    python -m bench.run --device cuda --dtype bfloat16
 
 Run as a module: importing the ``bench`` package first sets ``OMP_WAIT_POLICY=PASSIVE``
 before torch is imported.
@@ -34,14 +34,14 @@ from bench.run_band import run_band
 from bench.run_log import log
 from bench.run_models import run_models
 from bench.run_options import DTYPES, SECTIONS, plan, resolve
-from localnmt.runs.spec import DEFAULT_DECODING
+from localnmt.runs.run_specs import DEFAULT_DECODING
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m bench.run_all",
+        prog="python -m bench.run",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -3,10 +3,11 @@ parses and what planning, running and the results page read.
 
 Options that are only reproduce's are declared here with :func:`localnmt.runs.options.option`
 (flag, help, choices) and added to the parser from these declarations; the training and
-decoding options are :class:`~localnmt.runs.spec.TrainSpec`'s and
-:class:`~localnmt.runs.spec.DecodeSpec`'s own (``TRAIN_OPTIONS``, ``DECODE_OPTIONS``). The
+decoding options are :class:`~localnmt.runs.run_specs.TrainSpec`'s and
+:class:`~localnmt.runs.run_specs.DecodeSpec`'s own (``TRAIN_OPTIONS``, ``DECODE_OPTIONS``). The
 positionals, ``--glue-tasks`` (a list) and the options whose help does not repeat their
-default are plain fields, added by :func:`localnmt.runs.reproduce.cli.build_parser` itself.
+default are plain fields, added by
+:func:`localnmt.runs.reproduce.reproduce_cli.build_parser` itself.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from localnmt.catalog.tasks import GLUE_TASKS, TASKS
 from localnmt.runs.options import option
-from localnmt.runs.spec import DEFAULT_DECODING, DecodeSpec
+from localnmt.runs.run_specs import DEFAULT_DECODING, DecodeSpec
 
 #: the training options a table's rows take from the command line (the rest come from the
 #: catalog and the recipes)

@@ -16,10 +16,10 @@ from localnmt.catalog.tasks import Task
 from localnmt.evaluation.results import AnyScores
 from localnmt.runs.experiment import TestSet, TranslationEvaluation, train_and_score
 from localnmt.runs.layout import RunLayout
-from localnmt.runs.reproduce.options import ReproduceOptions
 from localnmt.runs.reproduce.plan import Plan, References, prepare_data, row_size
 from localnmt.runs.reproduce.plan import separate_vocab as has_separate_vocab
-from localnmt.runs.spec import TrainSpec
+from localnmt.runs.reproduce.reproduce_options import ReproduceOptions
+from localnmt.runs.run_specs import TrainSpec
 from localnmt.steps import StepRunner
 
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from localnmt.catalog import CatalogRow
+from localnmt.errors import UsageError
 
 #: Architectures of a vanilla Transformer (a row with one of them and no arguments is plain).
 PLAIN_ARCHS = frozenset(
@@ -66,12 +67,14 @@ def baseline_of(
 ) -> CatalogRow:
     """The row ``row`` is compared with: ``override`` (a catalog name) when given; else the
     first plain row of the same size; else the first whose label says baseline; else the
-    first of the same size. An ``override`` that is no row of ``rows`` is a KeyError."""
+    first of the same size. An ``override`` that is no row of ``rows`` stops in one line
+    naming the rows (:class:`~localnmt.errors.UsageError`)."""
     if override:
         for candidate in rows:
             if candidate.name == override:
                 return candidate
-        raise KeyError(f"baseline {override!r} is not a row of this table")
+        names = ", ".join(r.name for r in rows)
+        raise UsageError(f"--baseline {override!r} is not a row of this table; its rows: {names}")
     same_size = [r for r in rows if r.size == row.size] or list(rows)
     for test in (is_plain, lambda r: bool(_BASELINE_LABEL.match(r.row))):
         for candidate in same_size:

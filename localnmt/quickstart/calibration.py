@@ -110,7 +110,7 @@ def updates_for(
 def last_validation_seconds(curve: Path) -> float:
     """Seconds of the last validation recorded in a learning curve (0 if none was timed)."""
     points = read_curve(curve)
-    return float(points[-1].get("seconds", 0.0)) if points else 0.0
+    return float(points[-1].seconds or 0.0) if points else 0.0
 
 
 def measure_system(

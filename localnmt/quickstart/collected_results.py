@@ -39,8 +39,8 @@ def run_result(layout: RunLayout, seed: int, bleu: float,
     intervals, as the calibration measures it) and learning curve."""
     train_log = read_train_log(layout.train_log)
     curve = read_curve(layout.curve)
-    updates = max([train_log.num_updates, *(p["updates"] for p in curve)])
-    minutes = curve[-1]["minutes"] if curve else 0.0
+    updates = max([train_log.num_updates, *(p.updates for p in curve)])
+    minutes = curve[-1].minutes if curve else 0.0
     speed = train_log.ups or (round(updates / (minutes * 60), 3) if minutes else None)
     return SeedRun(seed=seed, bleu=round(bleu, 2), updates=updates, minutes=round(minutes, 2),
                    updates_per_s=speed, params=train_log.params, curve=curve,

@@ -15,15 +15,16 @@ from pathlib import Path
 from localnmt.evaluation.results import TrainingRecord
 from localnmt.machine import describe_machine
 from localnmt.quickstart.run_record import Allotment, Corpus, QuickstartRun
+from localnmt.runs.timed_validation import CurvePoint
 
 # A system "learned something" when its BLEU and its validation loss say so.
 MIN_BLEU = 1.0
 
 
-def learned(bleu: float, curve: list[dict]) -> bool:
+def learned(bleu: float, curve: list[CurvePoint]) -> bool:
     """A run learned something: BLEU of at least ``MIN_BLEU`` and a validation loss that went
     down."""
-    losses = [p["valid_loss"] for p in curve]
+    losses = [p.valid_loss for p in curve]
     return bleu >= MIN_BLEU and len(losses) >= 2 and losses[-1] < losses[0]
 
 
@@ -37,7 +38,7 @@ class SeedRun:
     minutes: float  # of training (the trainer's cumulative training time)
     updates_per_s: float | None
     params: int | None
-    curve: list[dict] = field(default_factory=list)
+    curve: list[CurvePoint] = field(default_factory=list)
     #: the scored checkpoint's training (``scores.json``'s ``training``: its updates, its
     #: run's max_update, whether the run finished)
     training: TrainingRecord | None = None
@@ -59,7 +60,7 @@ class SystemResult:
     updates: int
     updates_per_s: float | None
     params: int | None
-    curve: list[dict] = field(default_factory=list)
+    curve: list[CurvePoint] = field(default_factory=list)
     bleu_sd: float | None = None
     minutes: float | None = None
     seeds: list[SeedRun] = field(default_factory=list)
@@ -76,8 +77,12 @@ class SystemResult:
         return [r for r in self.seeds if r.training is not None and r.training.finished is False]
 
     def to_dict(self) -> dict:
-        """Plain dict for JSON, with ``learned``."""
-        return {**asdict(self), "learned": self.learned}
+        """Plain dict for JSON, with ``learned``; curve points as ``curve.jsonl`` writes them."""
+        plain = asdict(self)
+        plain["curve"] = [p.to_json() for p in self.curve]
+        for seed, run in zip(plain["seeds"], self.seeds):
+            seed["curve"] = [p.to_json() for p in run.curve]
+        return {**plain, "learned": self.learned}
 
 
 def write_json(workdir: Path, systems: list[SystemResult], run: QuickstartRun) -> Path:
@@ -157,7 +162,7 @@ def write_markdown(workdir: Path, systems: list[SystemResult], run: QuickstartRu
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in systems:
-        loss = f"{s.curve[-1]['valid_loss']:.2f}" if s.curve else "-"
+        loss = f"{s.curve[-1].valid_loss:.2f}" if s.curve else "-"
         score = f"{s.bleu:.2f}" + (f" ± {s.bleu_sd:.2f}" if s.bleu_sd is not None else "")
         bleu = score if s.learned else f"({score})"
         minutes = f"{s.minutes:.1f}" if s.minutes is not None else "-"
@@ -232,7 +237,9 @@ def write_plot(workdir: Path, systems: list[SystemResult], run: QuickstartRun) -
         runs = s.seeds or [SeedRun(1, s.bleu, s.updates, 0, None, None, s.curve)]
         for i, seed in enumerate(runs):
             if seed.curve:
-                ax2.plot([p[x_key] for p in seed.curve], [p["valid_loss"] for p in seed.curve],
+                xs = [getattr(p, x_key) for p in seed.curve]
+                losses = [p.valid_loss for p in seed.curve]
+                ax2.plot(xs, losses,
                          marker="o", color=color, alpha=1.0 if i == 0 else 0.45,
                          label=s.row if i == 0 else None)  # fmt: skip
     ax2.set_xlabel("updates" if by_updates else "training wall-clock minutes")

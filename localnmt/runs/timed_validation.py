@@ -14,7 +14,35 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One validation of a learning curve: minutes of training (the trainer's clock), updates,
+    validation loss and the seconds the validation took (None in curves written before it
+    was recorded)."""
+
+    minutes: float
+    updates: int
+    valid_loss: float
+    seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """One line of ``curve.jsonl`` (and of report.json's curves), keys in this order."""
+        line: dict[str, Any] = {"minutes": self.minutes, "updates": self.updates,
+                                "valid_loss": self.valid_loss}  # fmt: skip
+        if self.seconds is not None:
+            line["seconds"] = self.seconds
+        return line
+
+    @classmethod
+    def from_json(cls, line: dict[str, Any]) -> CurvePoint:
+        seconds = line.get("seconds")
+        return cls(float(line["minutes"]), int(line["updates"]), float(line["valid_loss"]),
+                   None if seconds is None else float(seconds))  # fmt: skip
 
 
 def install(curve_path: Path, every_minutes: float | None = None) -> None:
@@ -44,24 +72,23 @@ def install(curve_path: Path, every_minutes: float | None = None) -> None:
             if due:
                 cfg.dataset.validate_interval_updates, cfg.checkpoint.save_interval_updates = saved
         if losses and losses[0] is not None and trainer.data_parallel_rank == 0:
-            point = {"minutes": round(elapsed / 60.0, 4), "updates": num_updates,
-                     "valid_loss": round(float(losses[0]), 4),
-                     "seconds": round(time.monotonic() - start, 3)}  # fmt: skip
+            point = CurvePoint(round(elapsed / 60.0, 4), num_updates, round(float(losses[0]), 4),
+                               round(time.monotonic() - start, 3))  # fmt: skip
             with open(curve_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(point) + "\n")
+                f.write(json.dumps(point.to_json()) + "\n")
         return losses, stop
 
     train_cli.validate_and_save = validate_and_save
 
 
-def read_curve(curve_path: Path) -> list[dict]:
+def read_curve(curve_path: Path) -> list[CurvePoint]:
     """The recorded points, one per validation, ordered by updates (later records win)."""
     path = Path(curve_path)
     if not path.exists():
         return []
-    points: dict[int, dict] = {}
+    points: dict[int, CurvePoint] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
-            point = json.loads(line)
-            points[int(point["updates"])] = point
+            point = CurvePoint.from_json(json.loads(line))
+            points[point.updates] = point
     return [points[u] for u in sorted(points)]

@@ -226,7 +226,8 @@ def test_reports_mark_a_checkpoint_of_an_unfinished_run() -> None:
     from localnmt.runs.reproduce.results_markdown import RowResult, results_table
 
     stopped = {"checkpoint": "c.pt", "updates": 95, "max_update": 2000, "finished": False}
-    table = results_table([RowResult(name="a", row="Baseline", bleu=1.0, training=stopped)])
+    record = TrainingRecord.from_json(stopped)
+    table = results_table([RowResult(name="a", row="Baseline", bleu=1.0, training=record)])
     assert "| Baseline (unfinished: 95 of 2000 updates) |" in table
     run = SeedRun(1, 1.0, 95, 1.0, None, None, training=TrainingRecord.from_json(stopped))
     system = SystemResult("a", "Baseline", "transformer", [], 1.0, [0.5, 1.5], None, 95, None,

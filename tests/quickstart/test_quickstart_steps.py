@@ -15,6 +15,7 @@ from localnmt.quickstart.run_record import Allotment, Corpus, CorpusSizes, Quick
 from localnmt.quickstart.sizing import load_sizings, sizings
 from localnmt.runs import timed_validation, train_run
 from localnmt.runs.layout import RunLayout
+from localnmt.runs.timed_validation import CurvePoint
 from localnmt.steps import StepRunner
 
 
@@ -197,18 +198,17 @@ def test_timed_validation_validates_once_per_interval(tmp_path: Path, monkeypatc
         train_cli.validate_and_save(cfg, trainer, None, None, ["valid"], False)
     points = timed_validation.read_curve(curve)
     # minute marks crossed at updates 3 (61 s), 6 (125 s) and 7 (250 s: marks 2 and 3 at once)
-    assert [p["updates"] for p in points] == [3, 6, 7]
-    assert [p["minutes"] for p in points] == pytest.approx([61 / 60, 125 / 60, 250 / 60], abs=1e-3)
+    assert [p.updates for p in points] == [3, 6, 7]
+    assert [p.minutes for p in points] == pytest.approx([61 / 60, 125 / 60, 250 / 60], abs=1e-3)
     assert cfg.dataset.validate_interval_updates == 0  # restored after each forced validation
     assert [s for n, s in seen if n in (3, 6, 7)] == [3, 6, 7]  # and saved a checkpoint there
 
 
 def _system(name: str, bleu: float, curve_losses) -> SystemResult:
-    curve = [{"minutes": i + 1.0, "updates": 10 * (i + 1), "valid_loss": v}
-             for i, v in enumerate(curve_losses)]  # fmt: skip
+    curve = [CurvePoint(i + 1.0, 10 * (i + 1), v) for i, v in enumerate(curve_losses)]
     return SystemResult(name=name, row=name.upper(), arch="a", args=[], bleu=bleu,
                         ci=[bleu - 1, bleu + 1], p_value=None if name == "base" else 0.02,
-                        updates=curve[-1]["updates"], updates_per_s=1.5, params=1_234_567,
+                        updates=curve[-1].updates, updates_per_s=1.5, params=1_234_567,
                         curve=curve)  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from localnmt.quickstart.calibration import Calibration, SystemCost
 from localnmt.quickstart.collected_results import corpus_info
 from localnmt.quickstart.report import SeedRun, SystemResult, write_json, write_markdown
 from localnmt.quickstart.run_record import Allotment, Corpus, CorpusSizes, QuickstartRun
+from localnmt.runs.timed_validation import CurvePoint
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "quickstart"
 MACHINE = {"cpu": "CPU X", "cores": 2, "gpu": None, "torch": "2.13.0", "python": "3.11.9",
@@ -30,8 +31,7 @@ MODES = {  # name: (equal, updates, seeds, gettext pair, load average at the end
 def _systems(seeds: int) -> list[SystemResult]:
     out = []
     for i, (name, bleu) in enumerate((("base", 12.0), ("loc", 13.5))):
-        curve = [{"minutes": 1.0 + k, "updates": 10 * (k + 1), "valid_loss": 8.0 - k - i}
-                 for k in range(3)]  # fmt: skip
+        curve = [CurvePoint(1.0 + k, 10 * (k + 1), 8.0 - k - i) for k in range(3)]
         runs = [SeedRun(seed=s, bleu=bleu + s / 10, updates=30, minutes=3.25, updates_per_s=1.5,
                         params=1_234_567, curve=curve,
                         training=TrainingRecord("c.pt", 30, 30 if s == 1 else 40, s == 1))

@@ -99,3 +99,16 @@ def test_every_declared_option_is_on_the_command_line() -> None:
     plain = {"paper", "table", "data_root", "workdir", "results_dir", *TRAIN_OPTIONS,
              "glue_tasks", "glue_grid"}  # fmt: skip
     assert plain <= dests
+
+
+def test_an_unknown_baseline_stops_in_one_line_before_any_work(capsys, tmp_path) -> None:
+    """It used to end in a KeyError traceback (after preparing the data, without
+    --dry-run)."""
+    with pytest.raises(SystemExit) as exc:
+        reproduce_cli.main(["vaswani2017", "Table 3", "--cpu", "--baseline", "nosuch",
+                            "--workdir", str(tmp_path / "w"),
+                            "--data-root", str(tmp_path)])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("reproduce: error: --baseline 'nosuch' is not a row")
+    assert not (tmp_path / "w").exists()

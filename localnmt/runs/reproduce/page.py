@@ -76,7 +76,7 @@ def translation_page(
         common = dict(
             name=row.name, row=row.row, params=log.params, catalog_params=catalog_params(row),
             ups=log.ups, wps=log.wps, is_baseline=is_base,
-            training=s.training.to_json() if s.training else None,
+            training=s.training,
         )  # fmt: skip
         if isinstance(s, MultiRefScores):
             base_avg = scores[baselines[row.name].name].bleu

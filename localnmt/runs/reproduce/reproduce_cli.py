@@ -104,6 +104,9 @@ def reproduce(opts: ReproduceOptions) -> list[Path] | None:
             f"{', '.join(single)} name(s) the data of one task; with --task all each task "
             "reads <data-root>/<task>/ (or run one --task at a time)"
         )
+    for task in chosen:  # an unknown --baseline stops before any work
+        for row in groups[task]:
+            baseline_of(groups[task], row, opts.baseline)
     plans = [plan_task(t, groups[t], opts, check=not opts.dry_run) for t in chosen]
     if not opts.dry_run:
         for plan in plans:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from localnmt.evaluation.results import TrainingRecord
+
 
 @dataclass
 class RowResult:
@@ -25,14 +27,14 @@ class RowResult:
     #: per test set BLEU when the row's BLEU averages several (NIST MT03-MT08)
     sets: dict[str, float] | None = None
     #: how far the scored checkpoint was trained (``scores.json``'s ``training``)
-    training: dict | None = None
+    training: TrainingRecord | None = None
 
     @property
     def label(self) -> str:
         """The row's name, marked when its checkpoint's run did not finish."""
-        t = self.training or {}
-        if t.get("finished") is False:
-            return f"{self.row} (unfinished: {t.get('updates')} of {t.get('max_update')} updates)"
+        t = self.training
+        if t is not None and t.finished is False:
+            return f"{self.row} (unfinished: {t.updates} of {t.max_update} updates)"
         return self.row
 
 

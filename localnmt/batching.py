@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from localnmt.errors import entry_point
+
 #: The papers (Yang et al. 2018, 2019; Vaswani et al. 2017 as re-run by them) train on
 #: 8 GPUs with 4096 tokens each, i.e. about 32k tokens per update.
 PAPER_GPUS = 8
@@ -26,9 +28,11 @@ def update_freq(
     return max(1, math.ceil(target_tokens / (world_size * max_tokens)))
 
 
+@entry_point("python -m localnmt.batching")
 def main(argv: list[str] | None = None) -> None:
     """CLI: print the update frequency for a world size and per-GPU max tokens."""
-    parser = argparse.ArgumentParser(description=update_freq.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m localnmt.batching",
+                                     description=update_freq.__doc__)  # fmt: skip
     parser.add_argument("--world-size", type=int, required=True)
     parser.add_argument("--max-tokens", type=int, required=True)
     parser.add_argument("--target-tokens", type=int, default=PAPER_TOKENS_PER_UPDATE)

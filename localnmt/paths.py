@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from localnmt.errors import entry_point
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: The fairseq plugin, the folder ``--user-dir`` names (:mod:`localnmt.fairseq_plugin`).
 PLUGIN_DIR = PACKAGE_DIR / "fairseq_plugin"
@@ -32,6 +34,7 @@ def resolve_user_dir(choice: str | None) -> str | None:
     return choice
 
 
+@entry_point("localnmt-path")
 def main() -> None:
     """Print the directory to pass to fairseq's ``--user-dir``."""
     print(PLUGIN_DIR)

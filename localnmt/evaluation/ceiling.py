@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from localnmt.data.text_tokenize import tokenizer_for
-from localnmt.errors import DataError
+from localnmt.errors import entry_point
 from localnmt.evaluation.metrics import BleuResult, sacrebleu_score
 from localnmt.evaluation.postprocess import detokenize
 from localnmt.evaluation.scoring import read_lines
@@ -36,6 +36,7 @@ def ceiling(refs: Sequence[str], lang: str, normalize: bool = True) -> tuple[Ble
     return sacrebleu_score(trip, refs, lang), sum(h != r for h, r in zip(trip, refs))
 
 
+@entry_point("python -m localnmt.evaluation.ceiling")
 def main(argv: list[str] | None = None) -> int:
     """Print the ceiling with and without target-side punctuation normalisation."""
     p = argparse.ArgumentParser(
@@ -46,10 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ref", type=Path, required=True, help="raw reference file")
     p.add_argument("--lang", required=True, help="its language")
     args = p.parse_args(argv)  # fmt: skip
-    try:
-        refs = read_lines(args.ref)
-    except DataError as err:
-        p.error(str(err))
+    refs = read_lines(args.ref)  # a missing or unreadable file: one line, exit 2
     for normalize in (True, False):
         result, changed = ceiling(refs, args.lang, normalize)
         print(f"{'normalised  ' if normalize else 'unnormalised'} ceiling {result.score:.2f} "

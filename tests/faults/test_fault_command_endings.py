@@ -112,3 +112,51 @@ def test_a_data_command_called_from_python_gives_sigterm_back(tmp_path, monkeypa
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert capsys.readouterr().out == f"{tmp_path}\n"
+
+
+def test_the_ceiling_command_with_a_missing_reference_is_one_line(tmp_path, capsys):
+    """It used to print argparse's usage block before the message."""
+    from localnmt.evaluation import ceiling
+
+    with pytest.raises(SystemExit) as exc:
+        ceiling.main(["--ref", str(tmp_path / "nope.txt"), "--lang", "en"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"python -m localnmt.evaluation.ceiling: error: missing input file: "
+                   f"{tmp_path / 'nope.txt'}"]  # fmt: skip
+
+
+def _ends_through_entry_point(function, depth: int = 2) -> bool:
+    """Wrapped by ``entry_point`` (``functools.wraps`` leaves ``__wrapped__``), calling it or
+    ``run_data_command`` itself, or handing over to a function of its module that does."""
+    import inspect
+    import re
+
+    if hasattr(function, "__wrapped__"):
+        return True
+    source = inspect.getsource(function)
+    if "entry_point(" in source or "run_data_command(" in source:
+        return True
+    return depth > 0 and any(
+        inspect.isfunction(called) and re.search(rf"\b{name}\(", source)
+        and _ends_through_entry_point(called, depth - 1)
+        for name, called in function.__globals__.items()
+    )  # fmt: skip
+
+
+def test_every_package_command_ends_through_entry_point():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import localnmt
+
+    mains = []
+    for info in pkgutil.walk_packages(localnmt.__path__, "localnmt."):
+        if "fairseq_plugin" in info.name or info.name.endswith("__main__"):
+            continue
+        main = getattr(importlib.import_module(info.name), "main", None)
+        if inspect.isfunction(main) and main.__module__ == info.name:
+            mains.append(main)
+    assert len(mains) > 20
+    assert [m.__module__ for m in mains if not _ends_through_entry_point(m)] == []

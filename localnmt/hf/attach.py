@@ -136,10 +136,17 @@ def _max_positions(model: nn.Module) -> int:
 
 def _use_attention_function(model: nn.Module) -> None:
     setter = getattr(model, "set_attn_implementation", None)
-    if callable(setter):
-        setter(NAME)
-    else:  # transformers < 4.54
+    if not callable(setter):  # transformers < 4.54
         model.config._attn_implementation = NAME
+        return
+    setter(NAME)
+    # T5's encoder and decoder stacks are models of their own holding deep copies of the
+    # config, which set_attn_implementation passes over in some releases (5.15.0): set each
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        own = getattr(module, "set_attn_implementation", None)
+        if callable(own) and getattr(config, "_attn_implementation", NAME) != NAME:
+            own(NAME)
 
 
 def from_pretrained(cls: Any, folder: str | Path, **kwargs: Any) -> nn.Module:

@@ -8,7 +8,8 @@ the next major release, whose interfaces nobody has seen. Tested: 4.53.0 and 5.2
 T5, mT5 and UMT5 need more: :data:`T5_DISPATCH`, the first release whose T5 attention calls
 the attention function with its relative position bias (``position_bias=``) instead of
 computing eager / SDPA attention in the layer itself (4.53.0 to 5.14.1 do; read from the
-releases' ``modeling_t5.py``, ``modeling_mt5.py`` and ``modeling_umt5.py``).
+releases' ``modeling_t5.py``, ``modeling_mt5.py`` and ``modeling_umt5.py``). T5 tested: 5.15.0
+and 5.24.0.
 """
 
 from __future__ import annotations

@@ -182,6 +182,8 @@ def test_pipeline_without_an_effect_equals_t5_eager_with_its_bias_and_scale() ->
         (out.logits * weights).sum().backward()
         logits.append(out.logits.detach())
         grads.append({n: p.grad for n, p in m.named_parameters() if ".localnmt." not in n})
+    ran = [s.path for s in attention_sites(model) if s.module._localnmt_call[0] is not None]
+    assert not ran, f"the pre-hook ran but the localnmt attention did not: {ran}"
     real = dec_mask.bool()
     assert (logits[0] - logits[1])[real].abs().max() <= 1e-5
     assert grads[0].keys() == grads[1].keys()
@@ -197,6 +199,15 @@ def test_pipeline_without_an_effect_equals_t5_eager_with_its_bias_and_scale() ->
                     p.zero_()
         changed = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
     assert (changed - logits[0])[real].abs().max() > 1e-3
+
+
+@needs_dispatch
+def test_every_stack_switches_to_the_localnmt_attention() -> None:
+    """T5's encoder and decoder stacks hold copies of the config, which transformers 5.15.0's
+    set_attn_implementation passes over: each attention layer must read ``localnmt``."""
+    model = localnmt.hf.apply(tiny_t5(), encoder_self="localness")
+    configs = {s.path: s.module.config._attn_implementation for s in attention_sites(model)}
+    assert set(configs.values()) == {"localnmt"}, configs
 
 
 @needs_dispatch

@@ -1,5 +1,6 @@
 """localnmt's methods in Hugging Face transformers models (MarianMT, BART / mBART,
-M2M100 / NLLB): a thin adapter over the framework-free core (docs/huggingface.md)::
+M2M100 / NLLB; T5 / mT5 / UMT5 from transformers 5.15.0): a thin adapter over the
+framework-free core (docs/huggingface.md)::
 
     import localnmt.hf
     model = MarianMTModel(MarianConfig(...))          # or .from_pretrained(...)

@@ -3,10 +3,11 @@
 Each attention layer whose site's spec gives it at least one method gets a
 :class:`~localnmt.attention.pipeline.LocalAttention` as the submodule ``localnmt``: its
 modifiers (and their learned parameters) join the model's ``state_dict`` under
-``<layer path>.localnmt.modifiers.<i>.…``. The layer keeps its own ``q_proj``, ``k_proj``,
-``v_proj`` and ``out_proj`` (the LocalAttention's copies are removed; a method that replaces
-projections, ``tied_qk``, replaces the layer's). The specs go to ``config.localnmt`` so that
-:func:`from_pretrained` rebuilds the same model from a saved folder.
+``<layer path>.localnmt.modifiers.<i>.…``. The layer keeps its own query, key, value and output
+projections (``q_proj`` … ``out_proj``, T5's ``q`` … ``o``: the LocalAttention's copies are
+removed; a method that replaces projections, ``tied_qk``, replaces the layer's). The specs go
+to ``config.localnmt`` so that :func:`from_pretrained` rebuilds the same model from a saved
+folder.
 """
 
 from __future__ import annotations
@@ -27,7 +28,11 @@ from localnmt.hf.attention import NAME, register, remember_call
 from localnmt.hf.sites import SITES, HFSite, attention_sites
 from localnmt.hf.versions import require_transformers
 
+#: the LocalAttention's projections, in the order of :attr:`~localnmt.hf.sites.Layout.projections`
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+#: methods whose transform stacks neighbouring heads' keys along the key axis, where the core
+#: does not lay out an additive mask (T5's position bias) for them
+_STACKED_KEYS = ("csan_2d",)
 
 
 def apply(
@@ -53,7 +58,7 @@ def apply(
     built = [(site, _build(model, site, specs.site(site.kind))) for site in sites]
     for site, attention in built:
         if attention is not None:
-            _attach(site.module, attention)
+            _attach(site, attention)
     texts = specs.texts()
     model.config.localnmt = {kind: texts[kind] for kind in SITES}
     _use_attention_function(model)
@@ -62,28 +67,64 @@ def apply(
 
 def _build(model: nn.Module, site: HFSite, spec: SiteSpec) -> LocalAttention | None:
     """The LocalAttention of one layer, or None where its spec gives it no method."""
-    module = site.module
-    check_spec(list(spec.items), site.kind, site.num_layers, module.num_heads)
+    check_spec(list(spec.items), site.kind, site.num_layers, site.num_heads)
     if not any(s.applies_to(site.layer) for s in spec.items):
         return None
     cross = site.kind == "cross"
+    query, key, value = (site.projection(role) for role in range(3))
     attention = build_attention(
-        site.kind, module.embed_dim, module.num_heads, spec, layer=site.layer,
+        site.kind, site.width, site.num_heads, spec, layer=site.layer,
         num_layers=site.num_layers, max_positions=_max_positions(model),
-        dropout=float(getattr(module, "dropout", 0.0)), bias=module.q_proj.bias is not None,
-        kdim=module.k_proj.in_features if cross else None,
-        vdim=module.v_proj.in_features if cross else None,
+        dropout=float(getattr(site.module, "dropout", 0.0)), bias=query.bias is not None,
+        kdim=key.in_features if cross else None, vdim=value.in_features if cross else None,
     )  # fmt: skip
-    return attention.to(module.q_proj.weight)
+    _check_layout(site, attention, query.in_features)
+    return attention.to(query.weight)
 
 
-def _attach(module: nn.Module, attention: LocalAttention) -> None:
+def _check_layout(site: HFSite, attention: LocalAttention, input_width: int) -> None:
+    """One line for a method this layer cannot carry: one that stacks keys where the layer
+    adds a position bias; one that reads the layer input or replaces a projection where the
+    input is not as wide as the heads (T5 with ``d_model != num_heads·d_kv``); a narrower
+    projection where the layer splits heads by their number (UMT5)."""
+    where = f"localnmt.hf: {site.path or site.kind}"
+    for modifier in attention.modifiers:
+        if site.layout.position_bias and site.kind != "cross" and modifier.name in _STACKED_KEYS:
+            raise SpecError(f"{where}: method '{modifier.name}' stacks neighbouring heads' keys, "
+                            "which the layer's relative position bias is not laid out for "
+                            "(T5 family: use csan_1d)")  # fmt: skip
+        if modifier.reads_layer_input and input_width != site.width:
+            raise SpecError(f"{where}: method '{modifier.name}' reads the layer input "
+                            f"({input_width} wide), which must be as wide as the heads "
+                            f"({site.width})")  # fmt: skip
+    for role in _replaced(site, attention):
+        own, theirs = getattr(attention, _PROJECTIONS[role]), site.projection(role)
+        method = next((m.name for m in attention.modifiers if m.uses("transform")), "a method")
+        if own.in_features != theirs.in_features or not site.layout.narrow_projections:
+            raise SpecError(f"{where}: method '{method}' replaces "
+                            f"{site.layout.projections[role]} by a narrower projection, which "
+                            f"this {type(site.module).__name__} cannot take")  # fmt: skip
+
+
+def _replaced(site: HFSite, attention: LocalAttention) -> list[int]:
+    """The projections (roles 0-3) a method replaced: narrower on the heads' side than the
+    layer's (the heads' side is the output of q, k, v and the input of the output)."""
+    return [role for role, name in enumerate(_PROJECTIONS)
+            if _heads_side(getattr(attention, name), role)
+            != _heads_side(site.projection(role), role)]  # fmt: skip
+
+
+def _heads_side(linear: nn.Linear, role: int) -> int:
+    return linear.out_features if role < 3 else linear.in_features
+
+
+def _attach(site: HFSite, attention: LocalAttention) -> None:
     """``attention`` becomes ``module.localnmt`` without projections of its own; a
     projection a method replaced (narrower: ``tied_qk``) replaces the layer's."""
+    module = site.module
+    for role in _replaced(site, attention):
+        setattr(module, site.layout.projections[role], getattr(attention, _PROJECTIONS[role]))
     for name in _PROJECTIONS:
-        own, theirs = getattr(attention, name), getattr(module, name)
-        if own.weight.shape != theirs.weight.shape:
-            setattr(module, name, own)
         delattr(attention, name)
     module.localnmt = attention
     module.register_forward_pre_hook(remember_call, with_kwargs=True)
@@ -95,10 +136,17 @@ def _max_positions(model: nn.Module) -> int:
 
 def _use_attention_function(model: nn.Module) -> None:
     setter = getattr(model, "set_attn_implementation", None)
-    if callable(setter):
-        setter(NAME)
-    else:  # transformers < 4.54
+    if not callable(setter):  # transformers < 4.54
         model.config._attn_implementation = NAME
+        return
+    setter(NAME)
+    # T5's encoder and decoder stacks are models of their own holding deep copies of the
+    # config, which set_attn_implementation passes over in some releases (5.15.0): set each
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        own = getattr(module, "set_attn_implementation", None)
+        if callable(own) and getattr(config, "_attn_implementation", NAME) != NAME:
+            own(NAME)
 
 
 def from_pretrained(cls: Any, folder: str | Path, **kwargs: Any) -> nn.Module:

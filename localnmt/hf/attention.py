@@ -5,7 +5,10 @@ transformers calls :func:`localnmt_attention` for every attention layer of a mod
 projected heads. A layer that holds a :class:`~localnmt.attention.pipeline.LocalAttention`
 (attached by :func:`localnmt.hf.apply` as ``module.localnmt``) runs the localnmt pipeline on
 them (:func:`localnmt.attention.layers.local_attention`: the same code, methods and kernels as
-the fairseq plugin); any other layer runs transformers' own SDPA attention. The mask function
+the fairseq plugin); any other layer runs transformers' own SDPA attention. T5's relative
+position bias (``position_bias``, ``(1 or B, H, Tq, Tk)``) joins the logits as an additive
+float mask, and T5's ``scaling`` (1: T5 does not divide by √d) multiplies the queries as
+given (docs/huggingface.md, "T5"). The mask function
 is transformers' SDPA mask (since transformers 5 a custom name without one gets no mask at
 all); the pipeline reads each key's padding from the mask's last query row (it sees every
 real key, also in a causal mask) and takes the causal triangle from the site.
@@ -79,8 +82,8 @@ def localnmt_attention(
     need_weights = bool(kwargs.get("output_attentions"))
     out, weights = local_attention(
         attention, query, key, value, query_input=hidden,
-        key_padding_mask=key_padding(attention_mask), scaling=scaling, state=state,
-        query_offset=query_offset, need_weights=need_weights,
+        key_padding_mask=key_padding(attention_mask), attn_mask=kwargs.get("position_bias"),
+        scaling=scaling, state=state, query_offset=query_offset, need_weights=need_weights,
     )  # fmt: skip
     return out.transpose(1, 2), weights
 

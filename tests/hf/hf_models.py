@@ -39,6 +39,30 @@ def tiny_model(family: str = "marian", seed: int = 0, **overrides) -> nn.Module:
     return model_class(tiny_config(family, **overrides)).eval()
 
 
+T5_FAMILIES = ("t5", "mt5", "umt5")
+
+
+def tiny_t5(family: str = "t5", seed: int = 0, **overrides) -> nn.Module:
+    """A 2 + 2 layer, 16-dim, 4-head T5-family model (``t5``, ``mt5``, ``umt5``) without
+    dropout, with 8 relative-position buckets up to distance 16; ``d_kv=…`` changes the head
+    width (mT5-small's ``d_model != num_heads·d_kv``)."""
+    import transformers as tf
+
+    sizes = dict(
+        vocab_size=VOCAB, d_model=16, d_kv=4, d_ff=32, num_layers=2, num_decoder_layers=2,
+        num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=16,
+        dropout_rate=0.0, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=START,
+    )  # fmt: skip
+    sizes.update(overrides)
+    config_class, model_class = {
+        "t5": (tf.T5Config, tf.T5ForConditionalGeneration),
+        "mt5": (tf.MT5Config, tf.MT5ForConditionalGeneration),
+        "umt5": (tf.UMT5Config, tf.UMT5ForConditionalGeneration),
+    }[family]  # fmt: skip
+    torch.manual_seed(seed)
+    return model_class(config_class(**sizes)).eval()
+
+
 def randomise(module: nn.Module, seed: int = 1) -> None:
     """Every parameter drawn again (1-d ones N(0, 0.5²), others N(0, 0.3²)): every term of
     every equation matters, zero-initialised biases and gates included. Fixed sinusoidal

@@ -14,7 +14,6 @@ pytest.importorskip("transformers")
 from hf_models import PAD, START, randomise, source_batch, tiny_model  # noqa: E402
 
 import localnmt.hf  # noqa: E402
-from localnmt.attention.modifier import SpecError  # noqa: E402
 from localnmt.hf.versions import TransformersVersionError, check_version  # noqa: E402
 
 #: every site busy, methods with learned parameters, layer input (block) and decoding state
@@ -183,15 +182,6 @@ def test_other_families(family: str) -> None:
         n = int(mask[1].sum())
         alone = model(input_ids=ids[1:2, :n], decoder_input_ids=TARGETS[1:2]).logits
     assert (batch[1] - alone[0]).abs().max() <= 1e-5
-
-
-def test_t5_is_refused_in_one_line() -> None:
-    from transformers import T5Config, T5ForConditionalGeneration
-
-    config = T5Config(vocab_size=40, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4)
-    with pytest.raises(SpecError, match="relative position bias") as err:
-        localnmt.hf.apply(T5ForConditionalGeneration(config), encoder_self="localness")
-    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("version", ["4.52.4", "4.48.0", "6.0.0", "3.5.1"])

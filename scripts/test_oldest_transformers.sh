@@ -27,3 +27,11 @@ PY
 
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q -p no:cacheprovider tests/hf "$@"
+
+# T5 needs more (versions.T5_DISPATCH: the first release whose T5 attention dispatches through
+# AttentionInterface); its tests again on that release, which had a bug of its own to cover
+T5_DISPATCH="$("$VENV/bin/python" -c 'from localnmt.hf import versions; print(versions.T5_DISPATCH)')"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "transformers==$T5_DISPATCH"
+"$VENV/bin/python" -c "import transformers as t; assert t.__version__ == '$T5_DISPATCH', t.__version__"
+echo "T5's oldest transformers: $T5_DISPATCH"
+"$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q -p no:cacheprovider tests/hf/test_t5.py "$@"

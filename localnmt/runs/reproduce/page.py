@@ -39,7 +39,7 @@ def write_page(opts: ReproduceOptions, plan: Plan, markdown: str, results: list,
     out_dir.mkdir(parents=True, exist_ok=True)
     page = out_dir / f"{plan.stem}.md"
     page.write_text(markdown, encoding="utf-8")
-    payload = {"task": plan.task.name, "rows": [r.__dict__ for r in results], "scores": scores}
+    payload = {"task": plan.task.name, "rows": [r.to_json() for r in results], "scores": scores}
     (out_dir / f"{plan.stem}.json").write_text(
         json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8"
     )

@@ -29,6 +29,12 @@ class RowResult:
     #: how far the scored checkpoint was trained (``scores.json``'s ``training``)
     training: TrainingRecord | None = None
 
+    def to_json(self) -> dict:
+        """The row as the results JSON keeps it (field order; ``training`` as scores.json)."""
+        row = dict(self.__dict__)
+        row["training"] = self.training.to_json() if self.training else None
+        return row
+
     @property
     def label(self) -> str:
         """The row's name, marked when its checkpoint's run did not finish."""

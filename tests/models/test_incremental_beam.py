@@ -132,7 +132,11 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
         assert taken["keys regrouped"] > 2
     # the paper's variant decodes through the fused C step where it is built (kernel gmm_c_step)
     assert (taken["fused C step"] > 0) == (arch == "zhang2021_gmm_base" and gmm_step.ENABLED)
-    assert shortcuts == taken
+    # the reference took none of them but one: its first step is a one-token target, whose
+    # relative buckets are a step's (one call per decoder layer)
+    later = {label: shortcuts[label] - taken[label] for label in shortcuts}
+    assert 0 <= later.pop("step buckets") <= (len(model.decoder.layers) if extra else 0)
+    assert set(later.values()) == {0}
 
 
 def _translation_archs() -> list[str]:

@@ -25,6 +25,7 @@ dense reference path, except in a decoding step: with one query per row, ``a^K_i
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -62,8 +63,10 @@ class RelativePosition(AttentionModifier):
         nn.init.xavier_uniform_(self.rel_key.weight)
         nn.init.xavier_uniform_(self.rel_value.weight)
         self._may_fold = False
+        self._plain_keys = True
 
     def setup(self, attention: nn.Module) -> None:
+        self._plain_keys = attention.bias_k is None and not attention.add_zero_attn
         # the fold adds to k and v as the projections give them: no method reshapes them
         self._may_fold = self.head_selection is None and not any(
             m.uses("transform") for m in attention.modifiers
@@ -92,19 +95,20 @@ class RelativePosition(AttentionModifier):
         return not self._folded(ctx)
 
     def step_buckets(self, ctx: AttentionContext) -> Tensor | None:
-        """``clip(j − i, k) + k`` as int64 ``(Tk,)`` for one decoding step of self-attention
-        without padding (beam search), where it is the same for every hypothesis: key ``j``
-        sits at ``j`` and the query at ``Tk − 1``. None elsewhere (:meth:`buckets`), also
-        when a modifier before this one has read or moved the positions."""
-        if not (ctx.incremental and ctx.q.size(2) == 1 and ctx.site.kind != "cross"):
+        """``clip(j − i, k) + k`` as int64 ``(Tk,)`` for one query per row of self-attention
+        without padding, where it is the same for every row: key ``j`` sits at ``j`` and the
+        query at ``Tk − 1`` (a decoding step, with fairseq's cache or another's; or a
+        one-token sentence). None elsewhere (:meth:`buckets`), also when a modifier before
+        this one has read or moved the positions, or keys were appended (``add_bias_kv``,
+        ``add_zero_attn``)."""
+        if not (ctx.q.size(2) == 1 and ctx.site.kind != "cross"):
             return None
         if ctx.key_padding_mask is not None or ctx.positions_computed:
             return None
-        k, tk = self.options.clip, ctx.k.size(2)  # j − (Tk − 1) ≤ 0: only the lower clip
-        return ctx.cache.get(
-            CacheKey[Tensor]("rel_pos step buckets", k),
-            lambda: torch.arange(k + 1 - tk, k + 1, device=ctx.k.device).clamp_(min=0),
-        )
+        tk = ctx.k.size(2)
+        if not (ctx.incremental or (self._plain_keys and (ctx.site.causal or tk == 1))):
+            return None
+        return _step_buckets(self.options.clip, tk, ctx.k.device)
 
     def buckets(self, ctx: AttentionContext) -> Tensor:
         """``clip(j − i, k) + k`` as int64 ``(B, 1, Tq, Tk)`` (eq. 5), computed once per call
@@ -144,3 +148,10 @@ class RelativePosition(AttentionModifier):
         per_bucket = probs.float().new_zeros(*probs.shape[:3], size)
         per_bucket = per_bucket.scatter_add(-1, idx, probs.float())
         return torch.matmul(per_bucket.to(table.dtype), table).to(ctx.v.dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _step_buckets(clip: int, keys: int, device: torch.device) -> Tensor:
+    """:meth:`RelativePosition.step_buckets` for ``keys`` keys (kept: the same few lengths
+    recur at every decoding step; never written to)."""
+    return torch.arange(clip + 1 - keys, clip + 1, device=device).clamp_(min=0)

@@ -7,7 +7,14 @@ on the same right-padded batch, A/B interleaved in one process; the ratio is
 ``sdpa time / method time`` (1.0 = as fast; the issue's target is ≥ 0.9 on the CPU)::
 
     python -m bench.hf_attention --dim 128 --layers 2 --batch 16 --length 30 --repeats 5
+    python -m bench.hf_attention --dim 512 --layers 6 --placement papers
     python -m bench.hf_attention --device cuda --dtype bfloat16 --dim 512 --layers 6
+
+``--placement all`` (the default) gives every layer of the family's site the method;
+``papers`` places it as the papers' rows do (the catalog presets): Yang et al. 2018 / 2019
+put Localness, CSAN and the methods CSAN compares with in the lowest three encoder layers;
+relative positions, local heads, tied Wq/Wk, GMM and the hard-coded Gaussian take every
+layer of their sites.
 
 On a GPU both models run under autocast to ``--dtype`` (float32 parameters, as mixed-precision
 training does).
@@ -38,6 +45,23 @@ FAMILIES = {
     "gmm": {"cross": "gmm[k=4]"},
     "hardcoded_gaussian": {"cross": "hardcoded_gaussian"},
 }
+
+
+#: The families the papers place in the lowest three encoder layers (Yang et al. 2018, Table 1;
+#: Yang et al. 2019, Table 1).
+LOWER_THREE = ("localness", "csan_1d", "csan_2d", "block", "bi_direct", "neighbor", "local_hard")
+
+
+def placed(family: str, placement: str, layers: int = 6) -> dict[str, str]:
+    """The family's specs for :func:`localnmt.hf.apply`: on every layer, or as the papers
+    place it (``layers=1-3`` in the encoder for :data:`LOWER_THREE`; all of a model with
+    fewer ``layers``)."""
+    specs = FAMILIES[family]
+    if placement == "all" or family not in LOWER_THREE:
+        return specs
+    name, _, rest = specs["encoder_self"].partition("[")
+    options = f"layers=1-{min(3, layers)}" + ("," + rest if rest else "]")
+    return {"encoder_self": f"{name}[{options}"}
 
 
 def build(args: argparse.Namespace):
@@ -97,18 +121,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--new-tokens", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--families", nargs="*", default=list(FAMILIES))
+    parser.add_argument("--placement", choices=("all", "papers"), default="all")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     inputs = {name: t.to(device) for name, t in batch(args).items()}
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"{where}, {args.dtype}, load {os.getloadavg()[0]:.2f}, "
+    print(f"{where}, {args.dtype}, {args.dim}-dim, {args.layers}+{args.layers} layers, "
+          f"placement {args.placement}, load {os.getloadavg()[0]:.2f}, "
           f"torch threads {torch.get_num_threads()}")  # fmt: skip
     print(f"{'family':20s} {'train step':>10s} {'generate':>10s}   (sdpa time / method time)")
     for family in args.families:
         reference = build(args).to(device)
-        model = localnmt.hf.apply(copy.deepcopy(reference), **FAMILIES[family])
+        specs = placed(family, args.placement, args.layers)
+        model = localnmt.hf.apply(copy.deepcopy(reference), **specs)
         ref_step, ref_gen = step_and_generate(reference, inputs, args.new_tokens, dtype)
         step, gen = step_and_generate(model, inputs, args.new_tokens, dtype)
         t = interleaved({"ref": ref_step, "m": step}, device, warmup=1, repeats=args.repeats)

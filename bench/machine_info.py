@@ -38,7 +38,7 @@ def machine_info(device: torch.device) -> dict[str, Any]:
     import fairseq
 
     info: dict[str, Any] = {
-        **machine_summary(),  # cpu, cores, gpu, torch, python, load_average
+        **machine_summary().to_json(),  # cpu, cores, gpu, torch, python, load_average
         "torch_threads": torch.get_num_threads(),
         "fairseq": getattr(fairseq, "__version__", "?"),
         "device": str(device),

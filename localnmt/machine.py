@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,28 +25,54 @@ def load_average() -> list[float] | None:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
-def machine_summary() -> dict[str, Any]:
+@dataclass(frozen=True)
+class MachineSummary:
+    """CPU, cores, GPU (None: none), torch and Python versions, and the load averages when
+    the summary was taken (None where the system has none)."""
+
+    cpu: str
+    cores: int | None
+    gpu: str | None
+    torch: str
+    python: str
+    load_average: list[float] | None
+
+    def to_json(self) -> dict[str, Any]:
+        """As reports keep it (these keys, in this order)."""
+        return {"cpu": self.cpu, "cores": self.cores, "gpu": self.gpu, "torch": self.torch,
+                "python": self.python, "load_average": self.load_average}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MachineSummary:
+        return cls(data["cpu"], data["cores"], data.get("gpu"), data["torch"],
+                   data.get("python", ""), data.get("load_average"))  # fmt: skip
+
+    def describe(self) -> str:
+        """One line: ``AMD EPYC ... , 2 cores, no GPU, torch 2.13.0, load 0.4``."""
+        load = self.load_average
+        return (
+            f"{self.cpu}, {self.cores} cores, {self.gpu or 'no GPU'}, "
+            f"torch {self.torch}" + (f", load {load[0]:.1f}" if load else "")
+        )
+
+
+def machine_summary() -> MachineSummary:
     """CPU, cores, GPU (if any), torch version and the load now."""
     import torch
 
-    info: dict[str, Any] = {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "load_average": load_average(),
-    }
-    return info
-
-
-def describe_machine(info: dict[str, Any]) -> str:
-    """One line: ``AMD EPYC ... , 2 cores, no GPU, torch 2.13.0, load 0.4``."""
-    load = info.get("load_average")
-    return (
-        f"{info['cpu']}, {info['cores']} cores, {info.get('gpu') or 'no GPU'}, "
-        f"torch {info['torch']}" + (f", load {load[0]:.1f}" if load else "")
+    return MachineSummary(
+        cpu=cpu_model(),
+        cores=os.cpu_count(),
+        gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        torch=torch.__version__,
+        python=platform.python_version(),
+        load_average=load_average(),
     )
+
+
+def describe_machine(info: Mapping[str, Any]) -> str:
+    """:meth:`MachineSummary.describe` of a summary as JSON keeps it (the benches' dicts)."""
+    return MachineSummary.from_json(info).describe()
 
 
 def available_memory() -> int | None:

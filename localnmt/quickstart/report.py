@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from localnmt.evaluation.results import TrainingRecord
-from localnmt.machine import describe_machine
 from localnmt.quickstart.run_record import Allotment, Corpus, QuickstartRun
 from localnmt.runs.timed_validation import CurvePoint
 
@@ -198,7 +197,7 @@ def write_markdown(workdir: Path, systems: list[SystemResult], run: QuickstartRu
                   "it more time (`--budget-minutes`) or a faster machine."]  # fmt: skip
     lines += [
         "",
-        f"Machine: {describe_machine(dict(run.machine))} at the start, load "
+        f"Machine: {run.machine.describe()} at the start, load "
         f"{run.load_average_end[0] if run.load_average_end else '?'} at the end. "
         f"Whole run: {run.elapsed_minutes:.1f} min.",
         "",
@@ -250,7 +249,7 @@ def write_plot(workdir: Path, systems: list[SystemResult], run: QuickstartRun) -
     allotment = _allotment(run)
     equal = (f"{allotment.updates_per_system} updates" if by_updates
              else f"{allotment.minutes_per_system:.1f} min")  # fmt: skip
-    machine = describe_machine(dict(run.machine))
+    machine = run.machine.describe()
     fig.suptitle(f"{_corpus(run).name}: {equal} per system ({machine})", fontsize=9)
     fig.tight_layout()
     path = workdir / "report.png"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from localnmt.machine import MachineSummary
 from localnmt.quickstart.calibration import Calibration
 
 
@@ -88,7 +89,7 @@ class QuickstartRun:
     the test sentences and SacreBLEU signature (once scored), the load at the end (None where
     the system has none) and the whole run's minutes."""
 
-    machine: Mapping[str, Any]
+    machine: MachineSummary
     budget_minutes: float
     equal: str
     seeds: int
@@ -121,7 +122,7 @@ class QuickstartRun:
         assert self.allotment is not None and self.corpus is not None
         load_end = None if self.load_average_end is None else list(self.load_average_end)
         return {
-            "machine": dict(self.machine), "budget_minutes": self.budget_minutes,
+            "machine": self.machine.to_json(), "budget_minutes": self.budget_minutes,
             "equal": self.equal, "seeds": self.seeds, "sizing": self.sizing,
             "device": self.device, **self.allotment.to_json(), **self.corpus.to_json(),
             "test_sentences": self.test_sentences, "signature": self.signature,
@@ -134,7 +135,8 @@ class QuickstartRun:
         """The run of ``report.json`` (its ``systems`` are not read)."""
         load_end = data["load_average_end"]
         return cls(
-            machine=data["machine"], budget_minutes=data["budget_minutes"],
+            machine=MachineSummary.from_json(data["machine"]),
+            budget_minutes=data["budget_minutes"],
             equal=data["equal"], seeds=data["seeds"], sizing=data["sizing"],
             device=data["device"], bootstrap_samples=data["bootstrap_samples"],
             allotment=Allotment.from_json(data), corpus=Corpus.from_json(data),

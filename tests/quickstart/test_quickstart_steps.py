@@ -9,6 +9,7 @@ import pytest
 
 from localnmt.catalog import CatalogRow, load_rows
 from localnmt.errors import UsageError
+from localnmt.machine import MachineSummary
 from localnmt.quickstart import cli, training
 from localnmt.quickstart.report import SystemResult, write_json, write_markdown, write_plot
 from localnmt.quickstart.run_record import Allotment, Corpus, CorpusSizes, QuickstartRun
@@ -216,8 +217,7 @@ def test_report_files(tmp_path: Path) -> None:
     systems = [_system("base", 12.0, [8, 6, 5]), _system("m1", 13.5, [8, 5.5, 4.8]),
                _system("m2", 0.4, [9, 9.2, 9.1])]  # fmt: skip
     meta = QuickstartRun(
-        machine={"cpu": "CPU X", "cores": 2, "gpu": None, "torch": "2",
-                 "load_average": [0.5, 0.5, 0.5]},
+        machine=MachineSummary("CPU X", 2, None, "2", "3.11", [0.5, 0.5, 0.5]),
         budget_minutes=24, equal="time", seeds=1, sizing="small model", device="cpu",
         bootstrap_samples=1000, allotment=Allotment(minutes_per_system=8),
         corpus=Corpus("gettext En→De", "UI strings", CorpusSizes(1, 1, 1000), "bin",

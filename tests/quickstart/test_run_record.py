@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from localnmt.evaluation.results import TrainingRecord
+from localnmt.machine import MachineSummary
 from localnmt.quickstart import cli
 from localnmt.quickstart.calibration import Calibration, SystemCost
 from localnmt.quickstart.collected_results import corpus_info
@@ -18,8 +19,7 @@ from localnmt.quickstart.run_record import Allotment, Corpus, CorpusSizes, Quick
 from localnmt.runs.timed_validation import CurvePoint
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "quickstart"
-MACHINE = {"cpu": "CPU X", "cores": 2, "gpu": None, "torch": "2.13.0", "python": "3.11.9",
-           "load_average": [0.5, 0.25, 0.75]}  # fmt: skip
+MACHINE = MachineSummary("CPU X", 2, None, "2.13.0", "3.11.9", [0.5, 0.25, 0.75])
 CALIBRATION = Calibration((SystemCost(2.5, 3.0, 10.0), SystemCost(1.25, 4.5, 12.0)), 1.5, 321)
 MODES = {  # name: (equal, updates, seeds, gettext pair, load average at the end)
     "calibrated": ("updates", None, 1, "en-de", (0.6, 0.5, 0.5)),

@@ -320,14 +320,17 @@ class GaussianMixture(AttentionModifier):
         return params, 0.5 if fusion == "average" else 1.0
 
     def post_affine(self, ctx: AttentionContext) -> AffinePost | None:
-        """Eq. 13 as ``(1 − g)·α + g·β``: α @ V then comes from a fused kernel. Not in
-        incremental decoding, whose step has its own kernel (``gmm_c_step``)."""
-        if ctx.incremental or ctx.recording:
+        """Eq. 13 as ``(1 − g)·α + g·β``: α @ V then comes from a fused kernel. In a decoding
+        step ``g·β`` is eq. 13 with α = 0, so the step's own kernel (``gmm_c_step``) still
+        computes it."""
+        if ctx.recording:
             return None
+        sources = self.source(ctx)  # first: a new source batch forgets the reused weights
         scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
-        outputs = self.predictors.outputs(ctx.q, scale)
+        outputs = self.predictors.outputs(ctx.q, scale, reuse=ctx.incremental)
         shape = (*outputs.shape[:3], ctx.k.size(2))
-        return AffinePost(self._keep(outputs), self._gamma(ctx, self.source(ctx), outputs, shape))
+        no_alpha = outputs.new_zeros(shape, dtype=torch.float32) if ctx.incremental else None
+        return AffinePost(self._keep(outputs), self._gamma(ctx, sources, outputs, shape, no_alpha))
 
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         sources = self.source(ctx)  # first: a new source batch forgets the reused weights

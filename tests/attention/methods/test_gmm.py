@@ -12,8 +12,7 @@ import pytest
 import torch
 from helpers import attention as testing
 
-from localnmt.attention import AttentionSite, LocalAttention, SpecError, dispatch
-from localnmt.attention.fast.native import gmm_step as c_step
+from localnmt.attention import AttentionSite, LocalAttention, SpecError
 from localnmt.attention.methods.gmm import GaussianMixtureRecord
 from localnmt.attention.mixture import MixtureParams, MixtureSum, mixture_attention
 from localnmt.attention.spec import build_modifiers, parse_spec
@@ -197,30 +196,6 @@ def test_incremental_equals_full_forward(spec):
             o, _ = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
                         static_kv=True, need_weights=False)  # fmt: skip
             torch.testing.assert_close(o[0], full[t], atol=1e-5, rtol=0)
-
-
-@pytest.mark.parametrize("spec", ["gmm", "gmm[fusion=average]", "gmm[variant=norm]"])
-@pytest.mark.parametrize("side", ["left", "right"])
-def test_a_decoding_step_is_affine_in_alpha(spec, side):
-    """Without weights a step runs α @ V on a fused kernel plus (g·β) @ V, g·β from eq. 13
-    with α = 0 (the C step where it takes the variant); the same output as the dense path,
-    where γ is formed (weights asked), at every step."""
-    attn = make(spec)
-    x, src, pad = inputs(side)
-    outs = {}
-    with torch.no_grad():
-        for need_weights in (False, True):
-            state: dict = {}
-            with dispatch.trace() as seen:
-                outs[need_weights] = torch.cat([
-                    attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
-                         static_kv=True, need_weights=need_weights)[0]
-                    for t in range(TQ)
-                ])  # fmt: skip
-            assert ("dense" in seen.kernels("attention")) == need_weights
-            if spec == "gmm" and c_step.ENABLED:  # the paper's variant: the C step both ways
-                assert set(seen.kernels("gmm mixture")) == {"gmm_c_step"}
-    torch.testing.assert_close(outs[False], outs[True], atol=1e-6, rtol=1e-5)
 
 
 def test_synthesis_state_follows_beam_reordering():

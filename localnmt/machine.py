@@ -50,9 +50,8 @@ class MachineSummary:
     def describe(self) -> str:
         """One line: ``AMD EPYC ... , 2 cores, no GPU, torch 2.13.0, load 0.4``."""
         load = self.load_average
-        return (
-            f"{self.cpu}, {self.cores} cores, {self.gpu or 'no GPU'}, "
-            f"torch {self.torch}" + (f", load {load[0]:.1f}" if load else "")
+        return f"{self.cpu}, {self.cores} cores, {self.gpu or 'no GPU'}, torch {self.torch}" + (
+            f", load {load[0]:.1f}" if load else ""
         )
 
 

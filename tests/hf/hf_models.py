@@ -81,3 +81,59 @@ def source_batch() -> tuple[torch.Tensor, torch.Tensor]:
     width = max(map(len, rows))
     ids = torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
     return ids, ids.ne(PAD).long()
+
+
+#: Decoder inputs for three sentences, right-padded.
+TARGETS = torch.tensor([[START, 7, 8, 9, 5], [START, 11, 12, PAD, PAD], [START, 14, PAD, PAD, PAD]])
+
+
+def assert_padding_does_not_change_real_tokens(model: nn.Module) -> None:
+    """Each sentence of a padded batch gets the logits it gets alone (within 1e-5)."""
+    ids, mask = source_batch()
+    dec_mask = TARGETS.ne(PAD).long()
+    dec_mask[:, 0] = 1
+    with torch.no_grad():
+        batch = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS,
+                      decoder_attention_mask=dec_mask).logits  # fmt: skip
+        for row in range(ids.size(0)):
+            n, m = int(mask[row].sum()), int(dec_mask[row].sum())
+            alone = model(input_ids=ids[row : row + 1, :n],
+                          decoder_input_ids=TARGETS[row : row + 1, :m]).logits  # fmt: skip
+            diff = (batch[row, :m] - alone[0]).abs().max().item()
+            assert diff <= 1e-5, f"sentence {row}: max |Δ| = {diff:.2e}"
+
+
+def assert_cache_changes_nothing(model: nn.Module, beams: int) -> None:
+    """``generate`` with the cache gives the sequences and scores it gives without."""
+    ids, mask = source_batch()
+    cached, uncached = (
+        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, num_beams=beams,
+                       do_sample=False, use_cache=cache, output_scores=True,
+                       return_dict_in_generate=True, early_stopping=False)
+        for cache in (True, False)
+    )  # fmt: skip
+    assert torch.equal(cached.sequences, uncached.sequences)
+    for a, b in zip(cached.scores, uncached.scores):
+        finite = torch.isfinite(a) & torch.isfinite(b)
+        assert torch.equal(finite, torch.isfinite(a))
+        assert (a[finite] - b[finite]).abs().max() <= 1e-4
+    assert cached.sequences.size(1) > 3
+
+
+def assert_saved_and_loaded_alike(model: nn.Module, folder) -> nn.Module:
+    """``save_pretrained`` then :func:`localnmt.hf.from_pretrained`: the same specs, every
+    tensor and the logits bit for bit; returns the loaded model."""
+    import localnmt.hf
+
+    model.save_pretrained(folder)
+    loaded = localnmt.hf.from_pretrained(type(model), folder)
+    assert loaded.config.localnmt == model.config.localnmt
+    ours, theirs = model.state_dict(), loaded.state_dict()
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    ids, mask = source_batch()
+    with torch.no_grad():
+        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
+        b = loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
+    assert torch.equal(a, b)
+    return loaded

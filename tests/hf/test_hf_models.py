@@ -11,7 +11,16 @@ import torch
 
 pytest.importorskip("transformers")
 
-from hf_models import PAD, START, randomise, source_batch, tiny_model  # noqa: E402
+from hf_models import (  # noqa: E402
+    PAD,
+    TARGETS,
+    assert_cache_changes_nothing,
+    assert_padding_does_not_change_real_tokens,
+    assert_saved_and_loaded_alike,
+    randomise,
+    source_batch,
+    tiny_model,
+)
 
 import localnmt.hf  # noqa: E402
 from localnmt.hf.versions import TransformersVersionError, check_version  # noqa: E402
@@ -23,7 +32,6 @@ SPECS = {
     "decoder_self": "csan_1d[window=3] + rel_pos[clip=3]",
     "cross": "gmm[k=2,variant=synthesis] + rel_pos[clip=3]",
 }
-TARGETS = torch.tensor([[START, 7, 8, 9, 5], [START, 11, 12, PAD, PAD], [START, 14, PAD, PAD, PAD]])
 
 
 def local_model(family: str = "marian", specs: dict[str, str] = SPECS, seed: int = 0):
@@ -34,38 +42,12 @@ def local_model(family: str = "marian", specs: dict[str, str] = SPECS, seed: int
 
 
 def test_padding_does_not_change_real_tokens() -> None:
-    model = local_model()
-    ids, mask = source_batch()
-    dec_mask = TARGETS.ne(PAD).long()
-    dec_mask[:, 0] = 1
-    with torch.no_grad():
-        batch = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS,
-                      decoder_attention_mask=dec_mask).logits  # fmt: skip
-        for row in range(ids.size(0)):
-            n, m = int(mask[row].sum()), int(dec_mask[row].sum())
-            alone = model(input_ids=ids[row : row + 1, :n],
-                          decoder_input_ids=TARGETS[row : row + 1, :m]).logits  # fmt: skip
-            diff = (batch[row, :m] - alone[0]).abs().max().item()
-            assert diff <= 1e-5, f"sentence {row}: max |Δ| = {diff:.2e}"
+    assert_padding_does_not_change_real_tokens(local_model())
 
 
 @pytest.mark.parametrize("beams", [1, 3])
 def test_generate_with_cache_equals_without(beams: int) -> None:
-    model = local_model()
-    ids, mask = source_batch()
-    runs = [
-        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, num_beams=beams,
-                       do_sample=False, use_cache=cache, output_scores=True,
-                       return_dict_in_generate=True, early_stopping=False)
-        for cache in (True, False)
-    ]  # fmt: skip
-    cached, uncached = runs
-    assert torch.equal(cached.sequences, uncached.sequences)
-    for a, b in zip(cached.scores, uncached.scores):
-        finite = torch.isfinite(a) & torch.isfinite(b)
-        assert torch.equal(finite, torch.isfinite(a))
-        assert (a[finite] - b[finite]).abs().max() <= 1e-4
-    assert cached.sequences.size(1) > 3
+    assert_cache_changes_nothing(local_model(), beams)
 
 
 def test_generate_cache_equals_teacher_forcing() -> None:
@@ -97,20 +79,11 @@ def test_gradients_reach_every_attached_parameter() -> None:
 
 
 def test_save_and_from_pretrained_restore_the_same_model(tmp_path) -> None:
-    model = local_model(specs={**SPECS, "encoder_self": "tied_qk[groups=2] + localness"})
-    model.save_pretrained(tmp_path)
-    loaded = localnmt.hf.from_pretrained(type(model), tmp_path)
-    assert loaded.config.localnmt == {k: SPECS[k] for k in ("decoder_self", "cross")} | {
-        "encoder_self": "tied_qk[groups=2] + localness"
+    specs = {**SPECS, "encoder_self": "tied_qk[groups=2] + localness"}
+    loaded = assert_saved_and_loaded_alike(local_model(specs=specs), tmp_path)
+    assert loaded.config.localnmt == {
+        k: specs[k] for k in ("encoder_self", "decoder_self", "cross")
     }
-    ours, theirs = model.state_dict(), loaded.state_dict()
-    assert ours.keys() == theirs.keys()
-    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
-    ids, mask = source_batch()
-    with torch.no_grad():
-        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
-        b = loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
-    assert torch.equal(a, b)
 
 
 def test_from_pretrained_of_a_plain_folder_says_what_to_do(tmp_path) -> None:

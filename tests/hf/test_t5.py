@@ -9,7 +9,17 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from hf_models import PAD, START, T5_FAMILIES, randomise, source_batch, tiny_t5  # noqa: E402
+from hf_models import (  # noqa: E402
+    PAD,
+    T5_FAMILIES,
+    TARGETS,
+    assert_cache_changes_nothing,
+    assert_padding_does_not_change_real_tokens,
+    assert_saved_and_loaded_alike,
+    randomise,
+    source_batch,
+    tiny_t5,
+)
 
 import localnmt.hf  # noqa: E402
 from localnmt.attention.modifier import SpecError  # noqa: E402
@@ -28,7 +38,6 @@ SPECS = {
     "decoder_self": "csan_1d[window=3] + rel_pos[clip=3]",
     "cross": "gmm[k=2,variant=synthesis] + rel_pos[clip=3]",
 }
-TARGETS = torch.tensor([[START, 7, 8, 9, 5], [START, 11, 12, PAD, PAD], [START, 14, PAD, PAD, PAD]])
 HEADS = "prev1;next1;band2;global"
 #: at least one of every family each site takes (csan_2d: refused, see below)
 METHODS = [
@@ -68,37 +77,6 @@ def local_t5(specs: dict[str, str] = SPECS, family: str = "t5", seed: int = 0, *
 
 def labels_of(targets: torch.Tensor) -> torch.Tensor:
     return targets[:, 1:].masked_fill(targets[:, 1:].eq(PAD), -100)
-
-
-def assert_padding_does_not_change_real_tokens(model) -> None:
-    ids, mask = source_batch()
-    dec_mask = TARGETS.ne(PAD).long()
-    dec_mask[:, 0] = 1
-    with torch.no_grad():
-        batch = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS,
-                      decoder_attention_mask=dec_mask).logits  # fmt: skip
-        for row in range(ids.size(0)):
-            n, m = int(mask[row].sum()), int(dec_mask[row].sum())
-            alone = model(input_ids=ids[row : row + 1, :n],
-                          decoder_input_ids=TARGETS[row : row + 1, :m]).logits  # fmt: skip
-            diff = (batch[row, :m] - alone[0]).abs().max().item()
-            assert diff <= 1e-5, f"sentence {row}: max |Δ| = {diff:.2e}"
-
-
-def assert_cache_changes_nothing(model, beams: int) -> None:
-    ids, mask = source_batch()
-    cached, uncached = (
-        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, num_beams=beams,
-                       do_sample=False, use_cache=cache, output_scores=True,
-                       return_dict_in_generate=True, early_stopping=False)
-        for cache in (True, False)
-    )  # fmt: skip
-    assert torch.equal(cached.sequences, uncached.sequences)
-    for a, b in zip(cached.scores, uncached.scores):
-        finite = torch.isfinite(a) & torch.isfinite(b)
-        assert torch.equal(finite, torch.isfinite(a))
-        assert (a[finite] - b[finite]).abs().max() <= 1e-4
-    assert cached.sequences.size(1) > 3
 
 
 # ---- where T5 does not dispatch: one line --------------------------------------------------
@@ -253,18 +231,8 @@ def test_gradients_reach_every_attached_parameter_and_the_relative_bias() -> Non
 @needs_dispatch
 def test_save_and_from_pretrained_restore_the_same_model(tmp_path) -> None:
     specs = {**SPECS, "encoder_self": "tied_qk[groups=2] + localness"}
-    model = local_t5(specs)
-    model.save_pretrained(tmp_path)
-    loaded = localnmt.hf.from_pretrained(type(model), tmp_path)
+    loaded = assert_saved_and_loaded_alike(local_t5(specs), tmp_path)
     assert loaded.config.localnmt == specs
-    ours, theirs = model.state_dict(), loaded.state_dict()
-    assert ours.keys() == theirs.keys()
-    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
-    ids, mask = source_batch()
-    with torch.no_grad():
-        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
-        b = loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
-    assert torch.equal(a, b)
 
 
 @needs_dispatch

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from localnmt.catalog import CatalogRow
 from localnmt.evaluation.results import AnyScores, MultiRefScores
@@ -32,7 +33,7 @@ def _command() -> str:
     return f"command: `scripts/reproduce.sh {shlex.join(sys.argv[1:])}`"
 
 
-def write_page(opts: ReproduceOptions, plan: Plan, markdown: str, results: list,
+def write_page(opts: ReproduceOptions, plan: Plan, markdown: str, results: Sequence[Any],
                scores: dict) -> Path:  # fmt: skip
     """Write ``<stem>.md`` and ``<stem>.json`` (rows and every score) and print the page."""
     out_dir = Path(opts.results_dir)

@@ -115,6 +115,10 @@ class GlueResult:
     params: int | None = None
     is_baseline: bool = False
 
+    def to_json(self) -> dict:
+        """The row as the results JSON keeps it (field order)."""
+        return dict(self.__dict__)
+
     @property
     def average(self) -> float | None:
         """Mean accuracy over the tasks, None when one is missing."""

@@ -97,10 +97,17 @@ def others_running() -> int | None:
     return max(0, total - mine)
 
 
+#: The mean running count from which another thread takes a core: a training alone reads
+#: 0.2–0.7 (transient threads, and its own threads caught between two reads of ``/proc``);
+#: counted from 0.5, that cost it a core for seconds at a time, 0.90 of plain fairseq-train
+#: alone in 45-s windows (``bench.concurrency``, 2026-11-27).
+BUSY = 0.75
+
+
 def threads_for(cores: int, others: float, cap: int | None = None) -> int:
     """The threads to run beside ``others`` busy threads on ``cores``: the cores left (others
-    rounded half up), at least one, at most ``cap``."""
-    left = max(1, cores - int(others + 0.5))
+    rounded up from :data:`BUSY`), at least one, at most ``cap``."""
+    left = max(1, cores - int(others + 1.0 - BUSY))
     return min(left, cap) if cap else left
 
 

@@ -25,8 +25,10 @@ def test_proc_texts_are_read() -> None:
 def test_the_threads_are_the_cores_left_at_least_one_at_most_the_cap() -> None:
     assert threads_for(2, 0.0) == 2
     assert threads_for(2, 0.49) == 2
-    assert threads_for(2, 0.5) == 1  # half up
+    assert threads_for(2, 0.7) == 2  # what a training alone reads: transient threads
+    assert threads_for(2, 0.75) == 1  # from BUSY up
     assert threads_for(2, 1.0) == 1
+    assert threads_for(2, 1.7) == 1
     assert threads_for(2, 3.0) == 1
     assert threads_for(16, 6.0) == 10
     assert threads_for(16, 0.0, cap=4) == 4

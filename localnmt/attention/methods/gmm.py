@@ -321,10 +321,8 @@ class GaussianMixture(AttentionModifier):
 
     def post_affine(self, ctx: AttentionContext) -> AffinePost | None:
         """Eq. 13 as ``(1 − g)·α + g·β``: α @ V then comes from a fused kernel. Not in
-        incremental decoding, whose step has its own kernel (``gmm_c_step``) and where forming
-        α and γ costs less than a fused kernel plus ``(g·β) @ V`` (measured in transformers'
-        ``generate``: the affine step ran at 0.91 of the dense step's speed at 128 dims, 0.97
-        at 512)."""
+        incremental decoding, whose step has its own kernel (``gmm_c_step``): there a fused
+        kernel plus ``(g·β) @ V`` did not beat forming α and γ (docs/huggingface.md)."""
         if ctx.incremental or ctx.recording:
             return None
         scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d

@@ -12,9 +12,10 @@ speed. Neither is needed when no process runs more threads than the cores left t
 updates (or decoded batches) of a training or decoding localnmt runs, it samples, every
 :data:`SAMPLE_S` seconds, the threads the machine runs that are not this process's
 (``procs_running`` of ``/proc/stat`` less the running threads of this process and of its
-children, the data loader's workers), and every
-:data:`EVERY_S` seconds sets ``torch.set_num_threads(cores − mean others)`` (at least one, at
-most the ``OMP_NUM_THREADS`` the user set). Alone a training keeps every core; beside a second
+children, the data loader's workers, read just before and just after it), and every
+:data:`EVERY_S` seconds sets ``torch.set_num_threads(cores − others)``, where others is the
+count that at least :data:`BUSY` of the samples reach (at least one thread, at most the
+``OMP_NUM_THREADS`` the user set). Alone a training keeps every core; beside a second
 training each settles at its half; beside other work it leaves that work its cores. Only the
 thread count changes, never a number. The measured effect is in ``bench/README.md``
 (``python -m bench.concurrency``). Linux only (elsewhere nothing changes).
@@ -25,6 +26,7 @@ This module imports only the standard library; torch is imported where threads a
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -82,32 +84,52 @@ def _children(pid: str) -> list[str]:
     return found
 
 
+def _own_running(pid: str) -> int:
+    """Running threads of process ``pid`` and of its children."""
+    return sum(_running_threads(p) for p in (pid, *_children(pid)))
+
+
+def others_count(total: int, own_before: int, own_after: int) -> int:
+    """The machine's ``total`` running threads less this process's, read just before and just
+    after ``total``: an own thread that stopped or started between the reads (an OpenMP worker
+    ending its spin) was running at one of them, so the larger count is this process's."""
+    return max(0, total - max(own_before, own_after))
+
+
 def others_running() -> int | None:
     """Runnable threads of the machine that are not this process's or its children's (the
     data loader's workers); None off Linux."""
+    if not os.path.isdir("/proc/self/task"):
+        return None
+    own = str(os.getpid())
+    before = _own_running(own)
     try:
         with open("/proc/stat", encoding="ascii") as f:
             total = machine_running(f.read())
-        if not os.path.isdir("/proc/self/task"):
-            return None
     except (OSError, ValueError):
         return None
-    own = str(os.getpid())
-    mine = sum(_running_threads(pid) for pid in (own, *_children(own)))
-    return max(0, total - mine)
+    return others_count(total, before, _own_running(own))
 
 
-#: The mean running count from which another thread takes a core: a training alone reads
-#: 0.2–0.7 (transient threads, and its own threads caught between two reads of ``/proc``);
-#: counted from 0.5, that cost it a core for seconds at a time, 0.90 of plain fairseq-train
-#: alone in 45-s windows (``bench.concurrency``, 2026-11-27).
+#: The share of the samples in which a thread of other work must be running to take a core.
+#: A training alone reads a few transient threads (a log reader waking, a process starting);
+#: their mean over a decision's window reached 0.8-0.9 at times and took a core from the
+#: training for seconds (0.88 of plain fairseq-train alone in a 45-s window,
+#: ``bench.concurrency``, 2026-11-27); a second training runs in nearly every sample.
 BUSY = 0.75
 
 
-def threads_for(cores: int, others: float, cap: int | None = None) -> int:
-    """The threads to run beside ``others`` busy threads on ``cores``: the cores left (others
-    rounded up from :data:`BUSY`), at least one, at most ``cap``."""
-    left = max(1, cores - int(others + 1.0 - BUSY))
+def steady_others(samples: list[int]) -> int:
+    """The count of other running threads that at least :data:`BUSY` of ``samples`` reach:
+    work that runs steadily, not a spike."""
+    ranked = sorted(samples, reverse=True)
+    return ranked[max(1, math.ceil(len(ranked) * BUSY)) - 1]
+
+
+def threads_for(cores: int, others: int, cap: int | None = None) -> int:
+    """The threads to run beside ``others`` busy threads on ``cores``: the cores left, at least
+    one, at most ``cap``."""
+    left = max(1, cores - others)
     return min(left, cap) if cap else left
 
 
@@ -154,13 +176,14 @@ class CoreShare:
                 self.samples.append(count)
         if now - self.last_decision >= self.every_s and self.samples:
             self.last_decision = now
-            others = sum(self.samples) / len(self.samples)
+            others = steady_others(self.samples)
+            mean = sum(self.samples) / len(self.samples)
             threads = threads_for(self.cores, others, self.cap)
             self.samples.clear()
             if threads != self.threads:
                 self.set_threads(threads)
-                logger.info("%d thread(s): %.1f other threads running on %d cores", threads,
-                            others, self.cores)  # fmt: skip
+                logger.info("%d thread(s): %d other threads running steadily (%.1f on average) "
+                            "on %d cores", threads, others, mean, self.cores)  # fmt: skip
                 self.threads = threads
 
 

@@ -8,7 +8,14 @@ import sys
 import pytest
 
 from localnmt import core_share
-from localnmt.core_share import CoreShare, machine_running, task_running, threads_for
+from localnmt.core_share import (
+    CoreShare,
+    machine_running,
+    others_count,
+    steady_others,
+    task_running,
+    threads_for,
+)
 
 STAT = "cpu  1 2 3\nctxt 99\nprocs_running 5\nprocs_blocked 0\n"
 
@@ -23,21 +30,37 @@ def test_proc_texts_are_read() -> None:
 
 
 def test_the_threads_are_the_cores_left_at_least_one_at_most_the_cap() -> None:
-    assert threads_for(2, 0.0) == 2
-    assert threads_for(2, 0.49) == 2
-    assert threads_for(2, 0.7) == 2  # what a training alone reads: transient threads
-    assert threads_for(2, 0.75) == 1  # from BUSY up
-    assert threads_for(2, 1.0) == 1
-    assert threads_for(2, 1.7) == 1
-    assert threads_for(2, 3.0) == 1
-    assert threads_for(16, 6.0) == 10
-    assert threads_for(16, 0.0, cap=4) == 4
-    assert threads_for(16, 14.0, cap=4) == 2
+    assert threads_for(2, 0) == 2
+    assert threads_for(2, 1) == 1
+    assert threads_for(2, 3) == 1
+    assert threads_for(16, 6) == 10
+    assert threads_for(16, 0, cap=4) == 4
+    assert threads_for(16, 14, cap=4) == 2
+
+
+def test_only_steady_work_counts() -> None:
+    """A spike in a few samples (transient threads: 0.8 on average) is not other work; a
+    second training running in nearly every sample is."""
+    assert steady_others([0, 0, 0, 0, 0, 0, 2, 2, 2, 2]) == 0  # mean 0.8
+    assert steady_others([0, 0, 3, 3, 3, 3, 3, 3, 3, 3]) == 3
+    assert steady_others([1, 1, 1, 0, 1, 1, 2, 1, 1, 1]) == 1  # a training beside, one thread
+    assert steady_others([0, 1, 1, 2]) == 1
+    assert steady_others([0, 2]) == 0
+    assert steady_others([2]) == 2
+
+
+def test_an_own_thread_changing_state_between_reads_is_not_other_work() -> None:
+    """procs_running counts this process's OpenMP worker still spinning; by the next read of
+    its own threads it sleeps: the larger of the own counts around it is this process's."""
+    assert others_count(total=3, own_before=3, own_after=2) == 0
+    assert others_count(total=3, own_before=2, own_after=3) == 0
+    assert others_count(total=5, own_before=2, own_after=2) == 3
+    assert others_count(total=1, own_before=2, own_after=2) == 0
 
 
 def test_samples_and_decisions_follow_the_clock() -> None:
     now = [0.0]
-    others = iter([0, 2, 2, 1, 1, 1, 1])
+    others = iter([0, 2, 2, 1, 1, 1, 1, 1, 1, 1])
     calls: list[int] = []
     share = CoreShare(2, sample_s=0.2, every_s=1.0, clock=lambda: now[0],
                       others=lambda: next(others), set_threads=calls.append)  # fmt: skip
@@ -45,13 +68,17 @@ def test_samples_and_decisions_follow_the_clock() -> None:
         now[0] = t
         share.tick()
     assert share.samples == [0] and calls == []
-    now[0] = 1.0  # second sample (2): mean 1.0 -> one thread
+    now[0] = 1.0  # second sample (2): one sample of two is not steady work -> two threads
     share.tick()
-    assert calls == [1] and share.samples == []
-    for t in (1.2, 1.4, 1.6, 2.0):  # 2, 1, 1, 1: mean 1.25 -> still one thread, not set again
+    assert calls == [2] and share.samples == []
+    for t in (1.2, 1.4, 1.6, 2.0):  # 2, 1, 1, 1: one running in every sample -> one thread
         now[0] = t
         share.tick()
-    assert calls == [1] and share.threads == 1
+    assert calls == [2, 1] and share.threads == 1
+    for t in (2.2, 2.4, 2.6, 3.0):  # 1, 1, 1, 1: unchanged, not set again
+        now[0] = t
+        share.tick()
+    assert calls == [2, 1]
 
 
 def test_a_machine_left_alone_gets_every_core_back() -> None:

@@ -130,9 +130,10 @@ def run_together(cmds: list[tuple[list[str], Path]], env: dict) -> list[int | No
 
 
 def measure(name: str, data: Path, work: Path, seconds: float, repeats: int,
-            launchers: list[str]) -> list[dict]:  # fmt: skip
-    """Solo and paired runs of one method under each launcher, interleaved (every launcher in
-    each repeat); each run's updates, the shares and the ratios to plain fairseq-train."""
+            launchers: list[str], paired: list[str]) -> list[dict]:  # fmt: skip
+    """Solo runs of one method under each launcher and paired runs under each of ``paired``,
+    interleaved (every launcher in each repeat); each run's updates, the shares and the ratios
+    to plain fairseq-train."""
     solo: dict[str, list] = {k: [] for k in launchers}
     pairs: dict[str, list] = {k: [] for k in launchers}
     for r in range(repeats):
@@ -141,11 +142,13 @@ def measure(name: str, data: Path, work: Path, seconds: float, repeats: int,
             base = work / f"{name}-{launcher}-{r}"
             solo[launcher] += run_together([_command(name, data, base / "solo", seconds,
                                                      launcher)], env)  # fmt: skip
-            pairs[launcher].append(run_together(
-                [_command(name, data, base / f"pair{i}", seconds, launcher) for i in (0, 1)],
-                env))  # fmt: skip
+            if launcher in paired:
+                pairs[launcher].append(run_together(
+                    [_command(name, data, base / f"pair{i}", seconds, launcher) for i in (0, 1)],
+                    env))  # fmt: skip
+            pair = pairs[launcher][-1] if launcher in paired else "-"
             print(f"  {name} ({launcher}) repeat {r + 1}: solo {solo[launcher][-1]}, "
-                  f"pair {pairs[launcher][-1]}", flush=True)  # fmt: skip
+                  f"pair {pair}", flush=True)  # fmt: skip
     results = []
     for launcher in launchers:
         if not any(solo[launcher]):
@@ -156,22 +159,28 @@ def measure(name: str, data: Path, work: Path, seconds: float, repeats: int,
 
 
 def summary(name: str, launcher: str, seconds: float, solo: dict, pairs: dict) -> dict:
-    """One launcher's row: its runs, shares of its own solo median and of fairseq-train's,
-    and its solo runs over fairseq-train's of the same repeat."""
+    """One launcher's row: its runs, shares of its own solo median and of fairseq-train's
+    (where it ran in pairs), its solo runs over fairseq-train's of the same repeat, and its
+    slowest solo run over fairseq-train's median solo."""
     ref = statistics.median(u for u in solo[launcher] if u)
-    updates = [u or 0 for pair in pairs[launcher] for u in pair]
-    shares = [u / ref for u in updates]
     row = {"method": name, "row": FAMILIES[name], "launcher": launcher, "seconds": seconds,
-           "solo_updates": solo[launcher], "pair_updates": pairs[launcher], "solo_median": ref,
-           "shares": [round(s, 3) for s in shares], "worst_share": round(min(shares), 3),
-           "median_share": round(statistics.median(shares), 3)}  # fmt: skip
+           "solo_updates": solo[launcher], "pair_updates": pairs[launcher],
+           "solo_median": ref}  # fmt: skip
+    updates = [u or 0 for pair in pairs[launcher] for u in pair]
+    if updates:
+        shares = [u / ref for u in updates]
+        row.update(shares=[round(s, 3) for s in shares], worst_share=round(min(shares), 3),
+                   median_share=round(statistics.median(shares), 3))  # fmt: skip
     if REFERENCE in solo and any(solo[REFERENCE]):
         plain = statistics.median(u for u in solo[REFERENCE] if u)
         alone = [(u or 0) / p for u, p in zip(solo[launcher], solo[REFERENCE]) if p]
-        row.update(worst_share_of_plain=round(min(updates) / plain, 3),
-                   alone_vs_plain=[round(a, 3) for a in alone],
+        row.update(alone_vs_plain=[round(a, 3) for a in alone],
                    worst_alone_vs_plain=round(min(alone), 3),
-                   median_alone_vs_plain=round(statistics.median(alone), 3))  # fmt: skip
+                   median_alone_vs_plain=round(statistics.median(alone), 3),
+                   slowest_alone_vs_plain_median=round(min(u or 0 for u in solo[launcher])
+                                                       / plain, 3))  # fmt: skip
+        if updates:
+            row["worst_share_of_plain"] = round(min(updates) / plain, 3)
     return row
 
 
@@ -182,19 +191,22 @@ def markdown(results: list[dict], machine: dict) -> str:
         f"({len(results[0]['solo_updates'])} repeats, interleaved); {describe(machine)}.",
         "",
         "| method | launcher | updates alone | alone / fairseq-train: worst, median "
+        "| slowest alone / fairseq-train's median "
         "| updates, two at once (each run) | share of own solo: worst / median "
         "| worst share of fairseq-train's solo |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         alone = ", ".join(str(u) for u in r["solo_updates"])
-        pairs = ", ".join("/".join(str(u) for u in p) for p in r["pair_updates"])
+        pairs = ", ".join("/".join(str(u) for u in p) for p in r["pair_updates"]) or "–"
         vs = (f"{r['worst_alone_vs_plain']:.2f}, {r['median_alone_vs_plain']:.2f}"
               if "alone_vs_plain" in r else "–")  # fmt: skip
+        slowest = (f"{r['slowest_alone_vs_plain_median']:.2f}"
+                   if "slowest_alone_vs_plain_median" in r else "–")  # fmt: skip
         of_plain = f"{r['worst_share_of_plain']:.2f}" if "worst_share_of_plain" in r else "–"
-        share = f"{r['worst_share']:.2f} / {r['median_share']:.2f}"
-        lines.append(f"| {r['method']} | {r['launcher']} | {alone} | {vs} | {pairs} "
-                     f"| {share} | {of_plain} |")  # fmt: skip
+        share = f"{r['worst_share']:.2f} / {r['median_share']:.2f}" if "shares" in r else "–"
+        lines.append(f"| {r['method']} | {r['launcher']} | {alone} | {vs} | {slowest} "
+                     f"| {pairs} | {share} | {of_plain} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -204,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     p.add_argument("--launchers", nargs="+", default=["localnmt", REFERENCE],
                    choices=list(LAUNCHERS))  # fmt: skip
+    p.add_argument("--paired", nargs="+", choices=list(LAUNCHERS),
+                   help="launchers that also train two at once (default: every one)")  # fmt: skip
     p.add_argument("--seconds", type=float, default=30.0, help="training seconds per run")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--data", type=Path, help="a data-bin (default: a synthetic corpus)")
@@ -216,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for method in args.methods:
         results += measure(method, data, out / "runs", args.seconds, args.repeats,
-                           args.launchers)  # fmt: skip
+                           args.launchers, args.paired or args.launchers)  # fmt: skip
         machine["load_average_end"] = list(os.getloadavg())
         (out / "concurrency.json").write_text(  # kept after every method
             json.dumps({"machine": machine, "results": results}, indent=2) + "\n"

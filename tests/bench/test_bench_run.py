@@ -336,3 +336,19 @@ def test_concurrency_bench_runs_one_training_alone_and_two_at_once(tiny_data, tm
     assert concurrency.LAUNCHERS["one-thread"][1]()["OMP_NUM_THREADS"] == "1"
     cmd, _ = concurrency._command("baseline", tiny_data, tmp_path / "r", 1.0, "fairseq-train")
     assert cmd[1:3] == ["-m", "fairseq_cli.train"] and cmd[3] == str(tiny_data)
+
+
+def test_concurrency_summary_without_pairs_and_against_the_plain_median() -> None:
+    """A launcher run alone only (``--paired`` leaves it out) has no shares; the slowest solo
+    run is set against plain fairseq-train's median solo as well as its own repeat's."""
+    from bench.concurrency import summary
+
+    solo = {"localnmt": [90, 100, 96], "fairseq-train": [100, 80, 100]}
+    pairs = {"localnmt": [[60, 61], [58, 59], [62, 60]], "fairseq-train": []}
+    ours = summary("baseline", "localnmt", 20.0, solo, pairs)
+    assert ours["alone_vs_plain"] == [0.9, 1.25, 0.96] and ours["worst_alone_vs_plain"] == 0.9
+    assert ours["slowest_alone_vs_plain_median"] == 0.9 and ours["worst_share"] == 0.604
+    assert ours["worst_share_of_plain"] == 0.58
+    plain = summary("baseline", "fairseq-train", 20.0, solo, pairs)
+    assert "shares" not in plain and "worst_share_of_plain" not in plain
+    assert plain["slowest_alone_vs_plain_median"] == 0.8

@@ -145,10 +145,19 @@ def _torch_set_threads(n: int) -> None:
     torch.set_num_threads(n)
 
 
+#: The first decision's samples, taken at once at the first tick, and the gap between them:
+#: a training's first update is its slowest, and two trainings started together spin against
+#: each other until they decide (decided on one sample, the first at 1 s or at 3-4 s after
+#: training began: 64-69 updates each in 20 s, or 54-61; ``bench.concurrency``, 2026-11-27).
+FIRST_SAMPLES = 5
+FIRST_GAP_S = 0.02
+
+
 class CoreShare:
     """This process's thread count: :meth:`tick` (call it in the loop, in the thread that runs
-    torch) samples the others' running threads every ``sample_s`` and sets the count from
-    their mean every ``every_s`` seconds."""
+    torch) decides at its first call from :data:`FIRST_SAMPLES` samples of the others' running
+    threads taken at once, then samples every ``sample_s`` and decides every ``every_s``
+    seconds (:func:`steady_others` of the samples)."""
 
     def __init__(
         self,
@@ -159,32 +168,52 @@ class CoreShare:
         clock: Callable[[], float] = time.monotonic,
         others: Callable[[], int | None] = others_running,
         set_threads: Callable[[int], None] = _torch_set_threads,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.cores, self.cap, self.sample_s, self.every_s = cores, cap, sample_s, every_s
-        self.clock, self.others, self.set_threads = clock, others, set_threads
+        self.clock, self.others, self.set_threads, self.sleep = clock, others, set_threads, sleep
         self.threads: int | None = None
         self.samples: list[int] = []
         self.last_sample = self.last_decision = clock()
+        self.started = False
 
     def tick(self) -> None:
-        """Sample if ``sample_s`` has passed; decide if ``every_s`` has passed."""
+        """The first call: decide from samples taken now; later: sample if ``sample_s`` has
+        passed, decide if ``every_s`` has passed."""
         now = self.clock()
+        if not self.started:
+            self.started = True
+            for i in range(FIRST_SAMPLES):
+                if i:
+                    self.sleep(FIRST_GAP_S)
+                self._sample()
+            self.last_sample = now
+            self._decide(now)
+            return
         if now - self.last_sample >= self.sample_s:
             self.last_sample = now
-            count = self.others()
-            if count is not None:
-                self.samples.append(count)
-        if now - self.last_decision >= self.every_s and self.samples:
-            self.last_decision = now
-            others = steady_others(self.samples)
-            mean = sum(self.samples) / len(self.samples)
-            threads = threads_for(self.cores, others, self.cap)
-            self.samples.clear()
-            if threads != self.threads:
-                self.set_threads(threads)
-                logger.info("%d thread(s): %d other threads running steadily (%.1f on average) "
-                            "on %d cores", threads, others, mean, self.cores)  # fmt: skip
-                self.threads = threads
+            self._sample()
+        if now - self.last_decision >= self.every_s:
+            self._decide(now)
+
+    def _sample(self) -> None:
+        count = self.others()
+        if count is not None:
+            self.samples.append(count)
+
+    def _decide(self, now: float) -> None:
+        if not self.samples:
+            return
+        self.last_decision = now
+        others = steady_others(self.samples)
+        mean = sum(self.samples) / len(self.samples)
+        threads = threads_for(self.cores, others, self.cap)
+        self.samples.clear()
+        if threads != self.threads:
+            self.set_threads(threads)
+            logger.info("%d thread(s): %d other threads running steadily (%.1f on average) "
+                        "on %d cores", threads, others, mean, self.cores)  # fmt: skip
+            self.threads = threads
 
 
 def install_in_process() -> CoreShare | None:

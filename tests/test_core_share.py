@@ -58,24 +58,45 @@ def test_an_own_thread_changing_state_between_reads_is_not_other_work() -> None:
     assert others_count(total=1, own_before=2, own_after=2) == 0
 
 
+def test_the_first_tick_decides_at_once_from_a_few_samples() -> None:
+    """Two trainings started together spin against each other until they decide: the first
+    update (the slowest) decides from samples taken then, not from one sample or after a
+    whole window."""
+    gaps: list[float] = []
+    calls: list[int] = []
+    others = iter([1, 1, 0, 1, 1])  # the other training, still starting, caught in 4 of 5
+    share = CoreShare(2, others=lambda: next(others), set_threads=calls.append,
+                      sleep=gaps.append)  # fmt: skip
+    share.tick()
+    assert calls == [1] and share.samples == []
+    assert gaps == [core_share.FIRST_GAP_S] * (core_share.FIRST_SAMPLES - 1)
+    alone = CoreShare(2, others=lambda: 0, set_threads=calls.append, sleep=gaps.append)
+    alone.tick()
+    assert calls == [1, 2]
+
+
 def test_samples_and_decisions_follow_the_clock() -> None:
     now = [0.0]
-    others = iter([0, 2, 2, 1, 1, 1, 1, 1, 1, 1])
+    others = iter([0] * core_share.FIRST_SAMPLES + [0, 2, 2, 1, 1, 1, 1, 1, 1, 1])
     calls: list[int] = []
     share = CoreShare(2, sample_s=0.2, every_s=1.0, clock=lambda: now[0],
-                      others=lambda: next(others), set_threads=calls.append)  # fmt: skip
-    for t in (0.1, 0.3, 0.4):  # one sample (0.3: 0); 0.1 and 0.4 too soon after the last
+                      others=lambda: next(others), set_threads=calls.append,
+                      sleep=lambda s: None)  # fmt: skip
+    now[0] = 0.0  # the first tick: a decision from its own samples
+    share.tick()
+    assert calls == [2]
+    for t in (0.125, 0.25, 0.375):  # one sample (0.25: 0); the others too soon after the last
         now[0] = t
         share.tick()
-    assert share.samples == [0] and calls == []
-    now[0] = 1.0  # second sample (2): one sample of two is not steady work -> two threads
+    assert share.samples == [0] and calls == [2]
+    now[0] = 1.0  # second sample (2): one sample of two is not steady work -> unchanged
     share.tick()
     assert calls == [2] and share.samples == []
-    for t in (1.2, 1.4, 1.6, 2.0):  # 2, 1, 1, 1: one running in every sample -> one thread
+    for t in (1.25, 1.5, 1.75, 2.0):  # 2, 1, 1, 1: one running in every sample -> one thread
         now[0] = t
         share.tick()
     assert calls == [2, 1] and share.threads == 1
-    for t in (2.2, 2.4, 2.6, 3.0):  # 1, 1, 1, 1: unchanged, not set again
+    for t in (2.25, 2.5, 2.75, 3.0):  # 1, 1, 1, 1: unchanged, not set again
         now[0] = t
         share.tick()
     assert calls == [2, 1]
@@ -86,11 +107,11 @@ def test_a_machine_left_alone_gets_every_core_back() -> None:
     counts = [3]
     calls: list[int] = []
     share = CoreShare(2, sample_s=0.0, every_s=1.0, clock=lambda: now[0],
-                      others=lambda: counts[0], set_threads=calls.append)  # fmt: skip
-    now[0] = 1.0
+                      others=lambda: counts[0], set_threads=calls.append,
+                      sleep=lambda s: None)  # fmt: skip
     share.tick()
     counts[0] = 0
-    now[0] = 2.0
+    now[0] = 1.0
     share.tick()
     assert calls == [1, 2]
 
@@ -98,7 +119,8 @@ def test_a_machine_left_alone_gets_every_core_back() -> None:
 def test_no_sample_no_decision() -> None:
     calls: list[int] = []
     share = CoreShare(2, sample_s=0.0, every_s=0.0, others=lambda: None,
-                      set_threads=calls.append)  # fmt: skip
+                      set_threads=calls.append, sleep=lambda s: None)  # fmt: skip
+    share.tick()
     share.tick()
     assert calls == []
 

@@ -94,7 +94,13 @@ class LocalAttention(MultiheadParameters):
 
     # ---- helpers --------------------------------------------------------------------------
     def _uses(self, stage: str) -> list[AttentionModifier]:
-        return [m for m in self.modifiers if m.uses(stage)]
+        """The modifiers that override ``stage``, in order (found once per stage: the list of
+        modifiers is fixed at construction, and a decoding step asks five times)."""
+        found = self.__dict__.setdefault("_stage_users", {})  # also a module pickled before
+        users = found.get(stage)
+        if users is None:
+            users = found[stage] = [m for m in self.modifiers if m.uses(stage)]
+        return users
 
     def _shares_source(self) -> bool:
         """Whether this cross-attention may keep one key/value row per group of hypotheses
@@ -223,11 +229,11 @@ class LocalAttention(MultiheadParameters):
         dict (modifiers keep their per-hypothesis tensors there), ``query_offset`` each
         row's decoder step in cross-attention. Returns ``(out (B, H, Tq, d), probabilities
         (B, H, Tq, Tk) or None)``; the probabilities only with ``need_weights``."""
-        ctx, problem = self._problem(
-            query_input, q, k, v, key_padding_mask, attn_mask, state, query_offset, key_group,
-            fold=True,
-        )  # fmt: skip
         with one_thread_if_small(problem_size(q, k, self.num_heads), q.device):
+            ctx, problem = self._problem(
+                query_input, q, k, v, key_padding_mask, attn_mask, state, query_offset,
+                key_group, fold=True,
+            )  # fmt: skip
             out, probs = self._attend(ctx, problem, need_weights)
             for modifier in self._uses("output_term"):
                 term = modifier.output_term(ctx, out)

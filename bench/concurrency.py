@@ -53,10 +53,16 @@ FAMILIES = {
     "csan_2d": "yang2019/table-1/2d-csans/base",
     "block": "yang2019/table-1/block/base",
     "local_heads": "pande2021/table-1/2locheads-all6-b/base",
+    "bi_direct": "yang2019/table-1/bi-direct/base",
+    "neighbor": "yang2019/table-1/neighbor/base",
+    "local_hard": "yang2019/table-1/local-hard/base",
+    "tied_qk": "pande2021/table-3/half-tied-k/base",
+    "hardcoded_gaussian": "zhang2021/table-2/hard-code-gaussian/base",
 }
 #: what a family changes in the CPU sizing: Pande's rows mask 8 heads, the sizing has 4
 FAMILY_ARGS = {
     "local_heads": ("--encoder-attention-heads", "8", "--decoder-attention-heads", "8"),
+    "tied_qk": ("--encoder-attention-heads", "8", "--decoder-attention-heads", "8"),
 }
 #: the thread settings of the environment (importing ``bench`` sets OMP_WAIT_POLICY)
 THREAD_VARS = ("OMP_WAIT_POLICY", "KMP_BLOCKTIME", "OMP_NUM_THREADS", "GOMP_SPINCOUNT")
@@ -223,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, help="a data-bin (default: a synthetic corpus)")
     p.add_argument("--out", type=Path, help="output folder")
     args = p.parse_args(argv)
+    stray = sorted(set(args.paired or ()) - set(args.launchers))
+    if stray:
+        p.error(f"--paired {' '.join(stray)}: not among --launchers {' '.join(args.launchers)}")
     out = args.out or RESULTS / f"concurrency-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     data = args.data or synthetic_corpus(out / "corpus")

@@ -147,8 +147,9 @@ def _torch_set_threads(n: int) -> None:
 
 #: The first decision's samples, taken at once at the first tick, and the gap between them:
 #: a training's first update is its slowest, and two trainings started together spin against
-#: each other until they decide (decided on one sample, the first at 1 s or at 3-4 s after
-#: training began: 64-69 updates each in 20 s, or 54-61; ``bench.concurrency``, 2026-11-27).
+#: each other until they decide (decided on one sample, the first decision came 1 s or 3-5 s
+#: after training began: 64-69 updates each in 20 s, or 49-61; ``bench.concurrency``,
+#: 2026-11-27).
 FIRST_SAMPLES = 5
 FIRST_GAP_S = 0.02
 

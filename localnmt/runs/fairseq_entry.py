@@ -150,6 +150,9 @@ def _usage() -> None:
 def run(command: str, rest: list[str]) -> None:
     """One fairseq command in this process (``generate-subsets``: fairseq-generate once per
     subset)."""
+    from localnmt.heap import keep_freed_memory
+
+    keep_freed_memory()  # before the first large block (:mod:`localnmt.heap`)
     import localnmt.fairseq_plugin  # noqa: F401  (localnmt's archs, with or without --user-dir)
 
     allow_checkpoint_globals()

@@ -11,6 +11,10 @@ torchaudio.
 fairseq-generate once per subset in one process (one start-up for several test sets, e.g.
 NIST MT03–MT08), writing ``DIR/generate-<subset>.txt`` each (fairseq's ``--results-path``).
 
+Freed memory stays in the process for the next update (:mod:`localnmt.heap`), and with
+``--cpu`` each training and decoding sets its thread count from what else runs on the machine
+(:mod:`localnmt.core_share`).
+
 ``train`` also takes ``--curve FILE`` (append each validation to FILE) and
 ``--validate-every-minutes M`` (validate and save every M minutes of training time), not
 fairseq options (:mod:`localnmt.runs.timed_validation`), nor are ``--start-over`` and

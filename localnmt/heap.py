@@ -3,16 +3,15 @@
 glibc's ``malloc`` serves a block above its *mmap threshold* (128 KiB at start) with a fresh
 ``mmap`` and unmaps it on ``free``; below it, from its heap, whose free top it gives back to
 the kernel once it exceeds the *trim threshold*. A training allocates and frees the same
-activation and gradient buffers at every update: each one the kernel unmapped is faulted in
+activation and gradient buffers at every update: each one the kernel took back is faulted in
 and zeroed again, page by page. glibc raises both thresholds by itself when it frees a large
-mapped block (up to 32 MiB and 64 MiB on 64-bit Linux), but when it does so depends on the
-order in which blocks happen to be freed: the same plain ``fairseq-train`` run made 92-105
-updates in 20 s when it did not (2.1-2.3 million page faults, 6 s of its 43 s of CPU time in
-the kernel) and 121-126 when it did (``bench.concurrency``'s CPU model, 2-core AMD EPYC,
-2026-11-27). :func:`keep_freed_memory` sets both to those maxima at start, so a run does not
-depend on that chance: 0.27 million faults, 2 s in the kernel, at the cost of a larger
-resident set (+1-3 % measured: up to 64 MiB of freed heap kept, blocks over 32 MiB still
-returned at once). Only memory placement changes, never a number.
+mapped block, to at most 32 MiB and 64 MiB on 64-bit Linux; that still left plain
+``fairseq-train`` with the quickstart's CPU model about 2 million page faults in 20 s of
+training, 6 of its 43 CPU seconds in the kernel. :func:`keep_freed_memory` sets the mmap
+threshold to that maximum and keeps up to 512 MiB of freed heap: 0.27 million faults, 2 s in
+the kernel, 1-3 % more resident memory (counts with ``getrusage``, 2-core AMD EPYC,
+2026-11-27; the speed it gives is ``bench.concurrency``'s, bench/README.md). Only memory
+placement changes, never a number.
 
 This module imports only the standard library; it changes nothing off glibc.
 """

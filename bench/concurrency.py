@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import sys
 import threading
@@ -135,19 +136,31 @@ def run_together(cmds: list[tuple[list[str], Path]], env: dict) -> list[int | No
     return [o.get("updates") for o in outs]
 
 
+def run_alone(cmd: tuple[list[str], Path], env: dict) -> tuple[int | None, dict]:
+    """One training alone: its updates, and its minor page faults and seconds in the kernel
+    (``getrusage`` of the children waited for meanwhile: this training alone)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    (updates,) = run_together([cmd], env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return updates, {"page_faults": after.ru_minflt - before.ru_minflt,
+                     "system_s": round(after.ru_stime - before.ru_stime, 2)}  # fmt: skip
+
+
 def measure(name: str, data: Path, work: Path, seconds: float, repeats: int,
             launchers: list[str], paired: list[str]) -> list[dict]:  # fmt: skip
     """Solo runs of one method under each launcher and paired runs under each of ``paired``,
     interleaved (every launcher in each repeat); each run's updates, the shares and the ratios
-    to plain fairseq-train."""
+    to plain fairseq-train, and each solo run's page faults and kernel seconds."""
     solo: dict[str, list] = {k: [] for k in launchers}
     pairs: dict[str, list] = {k: [] for k in launchers}
+    costs: dict[str, list] = {k: [] for k in launchers}
     for r in range(repeats):
         for launcher in launchers:
             env = LAUNCHERS[launcher][1]()
             base = work / f"{name}-{launcher}-{r}"
-            solo[launcher] += run_together([_command(name, data, base / "solo", seconds,
-                                                     launcher)], env)  # fmt: skip
+            updates, cost = run_alone(_command(name, data, base / "solo", seconds, launcher), env)
+            solo[launcher].append(updates)
+            costs[launcher].append(cost)
             if launcher in paired:
                 pairs[launcher].append(run_together(
                     [_command(name, data, base / f"pair{i}", seconds, launcher) for i in (0, 1)],
@@ -160,18 +173,25 @@ def measure(name: str, data: Path, work: Path, seconds: float, repeats: int,
         if not any(solo[launcher]):
             raise SystemExit(f"python -m bench.concurrency: error: no {name} training ran; see "
                              f"{work / f'{name}-{launcher}-0' / 'solo' / 'train.log'}")  # fmt: skip
-        results.append(summary(name, launcher, seconds, solo, pairs))
+        results.append(summary(name, launcher, seconds, solo, pairs, costs))
     return results
 
 
-def summary(name: str, launcher: str, seconds: float, solo: dict, pairs: dict) -> dict:
+def summary(name: str, launcher: str, seconds: float, solo: dict, pairs: dict,
+            costs: dict | None = None) -> dict:  # fmt: skip
     """One launcher's row: its runs, shares of its own solo median and of fairseq-train's
-    (where it ran in pairs), its solo runs over fairseq-train's of the same repeat, and its
-    slowest solo run over fairseq-train's median solo."""
+    (where it ran in pairs), its solo runs over fairseq-train's of the same repeat, its
+    slowest solo run over fairseq-train's median solo, and (``costs``) each solo run's page
+    faults and kernel seconds with their medians."""
     ref = statistics.median(u for u in solo[launcher] if u)
     row = {"method": name, "row": FAMILIES[name], "launcher": launcher, "seconds": seconds,
            "solo_updates": solo[launcher], "pair_updates": pairs[launcher],
            "solo_median": ref}  # fmt: skip
+    if costs and costs.get(launcher):
+        runs = costs[launcher]
+        row.update(solo_costs=runs,
+                   median_page_faults=statistics.median(c["page_faults"] for c in runs),
+                   median_system_s=statistics.median(c["system_s"] for c in runs))  # fmt: skip
     updates = [u or 0 for pair in pairs[launcher] for u in pair]
     if updates:
         shares = [u / ref for u in updates]
@@ -199,8 +219,9 @@ def markdown(results: list[dict], machine: dict) -> str:
         "| method | launcher | updates alone | alone / fairseq-train: worst, median "
         "| slowest alone / fairseq-train's median "
         "| updates, two at once (each run) | share of own solo: worst / median "
-        "| worst share of fairseq-train's solo |",
-        "|---|---|---|---|---|---|---|---|",
+        "| worst share of fairseq-train's solo "
+        "| alone: page faults (millions), kernel s (medians) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         alone = ", ".join(str(u) for u in r["solo_updates"])
@@ -211,8 +232,10 @@ def markdown(results: list[dict], machine: dict) -> str:
                    if "slowest_alone_vs_plain_median" in r else "–")  # fmt: skip
         of_plain = f"{r['worst_share_of_plain']:.2f}" if "worst_share_of_plain" in r else "–"
         share = f"{r['worst_share']:.2f} / {r['median_share']:.2f}" if "shares" in r else "–"
+        kernel = (f"{r['median_page_faults'] / 1e6:.2f}, {r['median_system_s']:.1f}"
+                  if "median_page_faults" in r else "–")  # fmt: skip
         lines.append(f"| {r['method']} | {r['launcher']} | {alone} | {vs} | {slowest} "
-                     f"| {pairs} | {share} | {of_plain} |")  # fmt: skip
+                     f"| {pairs} | {share} | {of_plain} | {kernel} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -325,6 +325,9 @@ def test_concurrency_bench_runs_one_training_alone_and_two_at_once(tiny_data, tm
     for result in (localnmt, plain):
         assert len(result["solo_updates"]) == 1 and len(result["pair_updates"][0]) == 2
         assert result["solo_median"] > 0 and len(result["shares"]) == 2
+        (cost,) = result["solo_costs"]  # the run's own faults: a training faults in pages
+        assert cost["page_faults"] > 1000 and cost["system_s"] >= 0
+        assert result["median_page_faults"] == cost["page_faults"]
     assert localnmt["alone_vs_plain"] == [round(localnmt["solo_updates"][0]
                                                 / plain["solo_updates"][0], 3)]  # fmt: skip
     text = (out / "concurrency.md").read_text()
@@ -341,7 +344,7 @@ def test_concurrency_bench_runs_one_training_alone_and_two_at_once(tiny_data, tm
 def test_concurrency_summary_without_pairs_and_against_the_plain_median() -> None:
     """A launcher run alone only (``--paired`` leaves it out) has no shares; the slowest solo
     run is set against plain fairseq-train's median solo as well as its own repeat's."""
-    from bench.concurrency import summary
+    from bench.concurrency import markdown, summary
 
     solo = {"localnmt": [90, 100, 96], "fairseq-train": [100, 80, 100]}
     pairs = {"localnmt": [[60, 61], [58, 59], [62, 60]], "fairseq-train": []}
@@ -352,3 +355,11 @@ def test_concurrency_summary_without_pairs_and_against_the_plain_median() -> Non
     plain = summary("baseline", "fairseq-train", 20.0, solo, pairs)
     assert "shares" not in plain and "worst_share_of_plain" not in plain
     assert plain["slowest_alone_vs_plain_median"] == 0.8
+    assert "median_page_faults" not in plain  # no costs given
+    costs = {"localnmt": [{"page_faults": f, "system_s": s}
+                          for f, s in ((3e5, 2.0), (2e5, 1.5), (4e5, 2.5))]}  # fmt: skip
+    ours = summary("baseline", "localnmt", 20.0, solo, pairs, costs)
+    assert ours["median_page_faults"] == 3e5 and ours["median_system_s"] == 2.0
+    machine = {"device_name": "a CPU", "device": "cpu", "cores": 2, "torch_threads": 2,
+               "torch": "2", "fairseq": "0.12"}  # fmt: skip
+    assert "| 0.30, 2.0 |" in markdown([ours], machine)

@@ -5,12 +5,13 @@ glibc's ``malloc`` serves a block above its *mmap threshold* (128 KiB at start) 
 the kernel once it exceeds the *trim threshold*. A training allocates and frees the same
 activation and gradient buffers at every update: each one the kernel took back is faulted in
 and zeroed again, page by page. glibc raises both thresholds by itself when it frees a large
-mapped block, to at most 32 MiB and 64 MiB on 64-bit Linux; that still left plain
-``fairseq-train`` with the quickstart's CPU model about 2 million page faults in 20 s of
-training, 6 of its 43 CPU seconds in the kernel. :func:`keep_freed_memory` sets the mmap
-threshold to that maximum and keeps up to 512 MiB of freed heap: 0.27 million faults, 2 s in
-the kernel, 1-3 % more resident memory (counts with ``getrusage``, 2-core AMD EPYC,
-2026-11-27; the speed it gives is ``bench.concurrency``'s, bench/README.md). Only memory
+mapped block, to at most 32 MiB and 64 MiB on 64-bit Linux; that still leaves plain
+``fairseq-train`` with the quickstart's CPU model 1.9-2.4 million page faults and 5.2-6.3 s in
+the kernel in 20 s of training. :func:`keep_freed_memory` sets the mmap threshold to that
+maximum and keeps up to 512 MiB of freed heap per process: 0.24-0.25 million faults and
+1.9-2.0 s (``python -m bench.concurrency``, its last column; bench/README.md). The price: up to
+512 MiB of freed memory at the top of the heap stays with the process (per process, with
+several CPU processes per node). Only memory
 placement changes, never a number.
 
 This module imports only the standard library; it changes nothing off glibc.
@@ -30,9 +31,9 @@ M_MMAP_THRESHOLD = -3
 #: the most glibc's own rule raises the mmap threshold to on 64-bit Linux
 #: (DEFAULT_MMAP_THRESHOLD_MAX): larger blocks are still mapped and unmapped each time
 MMAP_THRESHOLD = 32 * 1024 * 1024
-#: the freed top of the heap kept: 64 MiB (glibc's own rule, twice the mmap threshold) left the
-#: page faults of the CPU model's training as they were (2.3 million in 20 s), 256 MiB and
-#: 512 MiB cut them to 0.27 million
+#: the freed top of the heap kept. In a one-off check (not a bench figure) 64 MiB, glibc's own
+#: rule's maximum, left the CPU model's page faults as they were and 256 MiB already removed
+#: most of them; 512 MiB leaves room for larger models
 TRIM_THRESHOLD = 512 * 1024 * 1024
 
 

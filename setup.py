@@ -4,6 +4,7 @@ import importlib.util
 from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 # The one place where the fairseq build is chosen (see README, "Why this fairseq build").
 # fairseq==0.12.2 does not import on Python 3.11; ve-fairseq 0.12.3 is a binary wheel (cp311,
@@ -31,6 +32,25 @@ def _cbuild():
     return module
 
 
+#: The C kernels split their sentences among torch's own threads through OpenMP (csrc/builds.h).
+OPENMP = ["-fopenmp"]
+
+
+class BuildExt(build_ext):
+    """Builds each C kernel with OpenMP, or without where the compiler has none (Apple's
+    clang): the kernels then split their work among threads of their own."""
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception:  # CompileError or LinkError: try once more without OpenMP
+            if OPENMP[0] not in ext.extra_compile_args:
+                raise
+            ext.extra_compile_args = [a for a in ext.extra_compile_args if a not in OPENMP]
+            ext.extra_link_args = [a for a in ext.extra_link_args if a not in OPENMP]
+            super().build_extension(ext)
+
+
 CSRC = Path(__file__).resolve().parent / "localnmt" / "csrc"
 source_digest = _cbuild().source_digest
 
@@ -55,7 +75,8 @@ setup(
             # the module reports what it was built from; an editable install whose sources
             # changed since then falls back to torch ops with a warning (localnmt/cbuild.py)
             define_macros=[("LOCALNMT_SOURCE_DIGEST", f'"{source_digest(source, CSRC)}"')],
-            extra_compile_args=["-O3", "-fno-trapping-math"],
+            extra_compile_args=["-O3", "-fno-trapping-math", *OPENMP],
+            extra_link_args=OPENMP,
             optional=True,
         )
         for name, source in (
@@ -64,6 +85,7 @@ setup(
             ("_band", "band.c"),
         )
     ],
+    cmdclass={"build_ext": BuildExt},
     python_requires=PYTHON_REQUIREMENT,
     install_requires=[
         TORCH_REQUIREMENT,

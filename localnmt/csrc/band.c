@@ -100,15 +100,16 @@ static int parse_band(PyObject *args, Band *P, Py_ssize_t *b0, Py_ssize_t *b1,
     return 1;
 }
 
-/* Scratch for one query's window: scores and row offsets. */
-static int window_scratch(const Band *P, float **score, Py_ssize_t **rows) {
+/* Scratch for one query's window per thread: scores and row offsets (*each per thread). */
+static int window_scratch(const Band *P, float **score, Py_ssize_t **rows, size_t *each) {
     int64_t widest = 0;
     for (Py_ssize_t h = 0; h < P->h; h++) {
         int64_t w = P->left[h] + P->right[h] + 1;
         widest = w > widest ? w : widest;
     }
     widest = widest > P->t ? P->t : (widest < 1 ? 1 : widest);
-    size_t n = (size_t)widest * (size_t)P->groups;
+    *each = (size_t)widest * (size_t)P->groups;
+    size_t n = *each * (size_t)team_most();
     *score = (float *)malloc(n * sizeof(float));
     *rows = (Py_ssize_t *)malloc(n * sizeof(Py_ssize_t));
     if (*score == NULL || *rows == NULL) {
@@ -127,13 +128,20 @@ static PyObject *run_band(PyObject *args, int backward) {
     if (!parse_band(args, &P, &b0, &b1, g)) return NULL;
     float *score;
     Py_ssize_t *rows;
-    if (!window_scratch(&P, &score, &rows)) return PyErr_NoMemory();
+    size_t each;
+    if (!window_scratch(&P, &score, &rows, &each)) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
-    if (backward)
-        backwards[build_current](&P, (const float *)g[0], (float *)g[1], (float *)g[2],
-                                 (float *)g[3], b0, b1, score, rows);
-    else
-        forwards[build_current](&P, b0, b1, score, rows);
+    TEAM_PARALLEL(b1 - b0 > 1) {
+        Py_ssize_t lo, hi;
+        team_share(b0, b1, &lo, &hi);
+        float *my_score = score + each * team_rank();
+        Py_ssize_t *my_rows = rows + each * team_rank();
+        if (lo < hi && backward)
+            backwards[build_current](&P, (const float *)g[0], (float *)g[1], (float *)g[2],
+                                     (float *)g[3], lo, hi, my_score, my_rows);
+        else if (lo < hi)
+            forwards[build_current](&P, lo, hi, my_score, my_rows);
+    }
     Py_END_ALLOW_THREADS
     free(score);
     free(rows);

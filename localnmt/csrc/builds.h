@@ -75,8 +75,46 @@ static PyObject *source_digest(PyObject *self, PyObject *noargs) {
     return PyUnicode_FromString(LOCALNMT_SOURCE_DIGEST);
 }
 
+/* The threads a call runs on. Built with OpenMP, a kernel splits its sentences among the
+ * OpenMP team of the thread that calls it. setup.py links libgomp by its soname, and the
+ * wrappers load the extension after torch: the dynamic loader then binds it to the libgomp
+ * torch already loaded, so the team is torch's own intra-op threads, as many as
+ * torch.set_num_threads gave, spinning or sleeping as torch's do. A second pool beside them
+ * would put three busy threads on two cores whenever torch's threads spin (its default).
+ * Without OpenMP the wrappers split the sentences among threads of their own. */
+#ifdef _OPENMP
+#include <omp.h>
+#define TEAM_PRAGMA(text) _Pragma(#text)
+#define TEAM_PARALLEL(cond) TEAM_PRAGMA(omp parallel if (cond))
+static inline int team_rank(void) { return omp_get_thread_num(); }
+static inline int team_size(void) { return omp_get_num_threads(); }
+static inline int team_most(void) { return omp_get_max_threads(); }
+#else
+#define TEAM_PARALLEL(cond)
+static inline int team_rank(void) { return 0; }
+static inline int team_size(void) { return 1; }
+static inline int team_most(void) { return 1; }
+#endif
+
+/* This thread's share [*lo, *hi) of the sentences b0 ... b1-1 (inside TEAM_PARALLEL). */
+static inline void team_share(Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t *lo, Py_ssize_t *hi) {
+    Py_ssize_t n = b1 - b0, rank = team_rank(), size = team_size();
+    *lo = b0 + n * rank / size;
+    *hi = b0 + n * (rank + 1) / size;
+}
+
+/* team(): whether calls split their sentences among the OpenMP team themselves. */
+static PyObject *team(PyObject *self, PyObject *noargs) {
+#ifdef _OPENMP
+    Py_RETURN_TRUE;
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
 #define BUILD_METHODS                                                                            \
     {"use", use, METH_VARARGS, "Run the named build."},                                         \
+        {"team", team, METH_NOARGS, "Whether calls use the OpenMP team (torch's threads)."},    \
         {"builds", supported_builds, METH_NOARGS, "Builds this CPU runs, fastest first."},      \
         {"in_use", in_use, METH_NOARGS, "The build in use."},                                   \
         {"source_digest", source_digest, METH_NOARGS, "Digest of the sources built."}

@@ -149,7 +149,20 @@ typedef void (*ForwardFn)(const Mixture *, Py_ssize_t, Py_ssize_t);
 typedef void (*BackwardFn)(const Mixture *, const MixtureGrads *, Py_ssize_t, Py_ssize_t,
                            float *);
 
+typedef void (*ParamsForwardFn)(const float *, Py_ssize_t, const float *, Py_ssize_t, int,
+                                const Layout *, float *, float *, float *, float *);
+typedef void (*ParamsBackwardFn)(const float *, Py_ssize_t, const float *, Py_ssize_t, int,
+                                 const Layout *, const float *, const float *, const float *,
+                                 const float *, float *, int);
+
 #ifdef HAVE_X86_BUILDS
+DEFINE_PARAMS(params_baseline, exp_sse2, )
+DEFINE_PARAMS(params_avx2, exp_floor, TARGET_AVX2)
+DEFINE_PARAMS(params_avx512, exp_floor, TARGET_AVX512)
+static const ParamsForwardFn params_forwards[N_BUILDS] = {
+    params_avx512_forward, params_avx2_forward, params_baseline_forward};
+static const ParamsBackwardFn params_backwards[N_BUILDS] = {
+    params_avx512_backward, params_avx2_backward, params_baseline_backward};
 DEFINE_MIXTURE(mixture_baseline, exp_sse2, )
 DEFINE_MIXTURE(mixture_avx2, exp_floor, TARGET_AVX2)
 DEFINE_MIXTURE(mixture_avx512, exp_floor, TARGET_AVX512)
@@ -160,6 +173,9 @@ static const ForwardFn forwards[N_BUILDS] = {forward_avx512, forward_avx2, forwa
 static const BackwardFn backwards[N_BUILDS] = {backward_avx512, backward_avx2,
                                                backward_baseline};
 #else
+DEFINE_PARAMS(params_baseline, exp_floor, )
+static const ParamsForwardFn params_forwards[N_BUILDS] = {params_baseline_forward};
+static const ParamsBackwardFn params_backwards[N_BUILDS] = {params_baseline_backward};
 DEFINE_MIXTURE(mixture_baseline, exp_floor, )
 DEFINE_BUILD(_baseline, exp_floor, )
 static const ForwardFn forwards[N_BUILDS] = {forward_baseline};
@@ -195,16 +211,21 @@ static PyObject *run_mixture(PyObject *args, int backward) {
     M.gate = (const float *)gate;
     MixtureGrads G = {(const float *)g[0], (float *)g[1], (float *)g[2],
                       (float *)g[3], (float *)g[4], (float *)g[5]};
-    float *masked = NULL;
+    float *masked = NULL; /* backward: one row of masked gradients per thread */
+    size_t row_floats = (size_t)(M.tk > 0 ? M.tk : 1);
     if (backward) {
-        masked = (float *)malloc(sizeof(float) * (size_t)(M.tk > 0 ? M.tk : 1));
+        masked = (float *)malloc(sizeof(float) * row_floats * (size_t)team_most());
         if (masked == NULL) return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    if (backward)
-        backwards[build_current](&M, &G, b0, b1, masked);
-    else
-        forwards[build_current](&M, b0, b1);
+    TEAM_PARALLEL(b1 - b0 > 1) {
+        Py_ssize_t lo, hi;
+        team_share(b0, b1, &lo, &hi);
+        if (lo < hi && backward)
+            backwards[build_current](&M, &G, lo, hi, masked + row_floats * team_rank());
+        else if (lo < hi)
+            forwards[build_current](&M, lo, hi);
+    }
     Py_END_ALLOW_THREADS
     free(masked);
     Py_RETURN_NONE;
@@ -217,6 +238,10 @@ static PyObject *mixture_forward(PyObject *self, PyObject *args) { return run_mi
 /* backward(0, c, mu, sigma, pos, real, alpha, gate, rows_per_batch, Tk, K, mode, fixed_gate,
  *          b0, b1, (grad, dc, dmu, dsigma, dalpha or 0, dgate or 0)): all written. */
 static PyObject *mixture_backward(PyObject *self, PyObject *args) { return run_mixture(args, 1); }
+
+/* Rows below which the parameters are computed on one thread: a few microseconds of work
+ * per 1000 rows, less than waking a second thread costs. */
+#define PARAMS_ROWS_PER_THREAD 16384
 
 /* The mixture's parameters from the raw predictor outputs (variant "approx", eq. 10-12 and 14,
  * gmm_params.h) and their backward, for sentences b0 ... b1-1 with the GIL released.
@@ -248,20 +273,26 @@ static PyObject *run_params(PyObject *args, int backward) {
     }
     const float *raw = (const float *)raw_p, *length = (const float *)length_p;
     int k = L.k;
+    ParamsForwardFn forward = params_forwards[build_current];
+    ParamsBackwardFn backward_fn = params_backwards[build_current];
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t row = b0 * rows_per_batch; row < b1 * rows_per_batch; row++) {
+    TEAM_PARALLEL((b1 - b0) * rows_per_batch >= PARAMS_ROWS_PER_THREAD) {
+    Py_ssize_t lo, hi;
+    team_share(b0, b1, &lo, &hi);
+    for (Py_ssize_t row = lo * rows_per_batch; row < hi * rows_per_batch; row += PARAMS_ROWS) {
+        Py_ssize_t left = hi * rows_per_batch - row;
+        int n = left < PARAMS_ROWS ? (int)left : PARAMS_ROWS;
         const float *x = raw + row * raw_stride;
-        if (backward) {
-            float dgate = L.gate_col >= 0 ? ((const float *)g[3])[row] : 0.0f;
-            row_params_backward(x, length[row], &L, (const float *)g[0] + row * k,
-                                (const float *)g[1] + row * k, (const float *)g[2] + row * k,
-                                dgate, (float *)g[4] + row * raw_stride, (int)raw_stride);
-        } else {
-            float gate;
-            row_params(x, length[row], &L, (float *)c_p + row * k, (float *)mu_p + row * k,
-                       (float *)sigma_p + row * k, &gate);
-            if (gate_p) ((float *)gate_p)[row] = gate;
-        }
+        if (backward)
+            backward_fn(x, raw_stride, length + row, 1, n, &L, (const float *)g[0] + row * k,
+                        (const float *)g[1] + row * k, (const float *)g[2] + row * k,
+                        L.gate_col >= 0 ? (const float *)g[3] + row : NULL,
+                        (float *)g[4] + row * raw_stride, (int)raw_stride);
+        else
+            forward(x, raw_stride, length + row, 1, n, &L, (float *)c_p + row * k,
+                    (float *)mu_p + row * k, (float *)sigma_p + row * k,
+                    gate_p ? (float *)gate_p + row : NULL);
+    }
     }
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;

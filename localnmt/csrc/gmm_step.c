@@ -33,14 +33,24 @@
 typedef void (*MixtureFn)(const float *, int, int, const float *, const float *, const float *,
                           float *);
 
+typedef void (*ParamsFn)(const float *, Py_ssize_t, const float *, Py_ssize_t, int,
+                         const Layout *, float *, float *, float *, float *);
+
 #ifdef HAVE_X86_BUILDS
 DEFINE_MIXTURE(mixture_baseline, exp_sse2, )
 DEFINE_MIXTURE(mixture_avx2, exp_floor, TARGET_AVX2)
 DEFINE_MIXTURE(mixture_avx512, exp_floor, TARGET_AVX512)
+DEFINE_PARAMS(params_baseline, exp_sse2, )
+DEFINE_PARAMS(params_avx2, exp_floor, TARGET_AVX2)
+DEFINE_PARAMS(params_avx512, exp_floor, TARGET_AVX512)
 static const MixtureFn mixtures[N_BUILDS] = {mixture_avx512, mixture_avx2, mixture_baseline};
+static const ParamsFn params[N_BUILDS] = {params_avx512_forward, params_avx2_forward,
+                                          params_baseline_forward};
 #else
 DEFINE_MIXTURE(mixture_baseline, exp_floor, )
+DEFINE_PARAMS(params_baseline, exp_floor, )
 static const MixtureFn mixtures[N_BUILDS] = {mixture_baseline};
+static const ParamsFn params[N_BUILDS] = {params_baseline_forward};
 #endif
 
 static PyObject *mixture_post(PyObject *self, PyObject *args) {
@@ -62,24 +72,37 @@ static PyObject *mixture_post(PyObject *self, PyObject *args) {
     const uint8_t *real = (const uint8_t *)real_p;
     float *acc = (float *)malloc(sizeof(float) * (size_t)(tk > 0 ? tk : 1));
     if (acc == NULL) return PyErr_NoMemory();
-    float c[MAX_K], mu[MAX_K], sigma[MAX_K], gate;
+    /* the parameters of up to PARAMS_ROWS rows at a time (one sentence's), then their rows */
+    float *c = (float *)malloc(sizeof(float) * 3 * PARAMS_ROWS * MAX_K);
+    if (c == NULL) {
+        free(acc);
+        return PyErr_NoMemory();
+    }
+    float *mu = c + PARAMS_ROWS * MAX_K, *sigma = mu + PARAMS_ROWS * MAX_K, gate[PARAMS_ROWS];
     for (Py_ssize_t b = 0; b < batch; b++) {
         const float *pos_b = pos + b * tk;
         const uint8_t *real_b = real ? real + b * tk : NULL;
-        for (Py_ssize_t r = 0; r < rows_per_batch; r++) {
-            Py_ssize_t row = b * rows_per_batch + r;
-            row_params(raw + row * raw_stride, length[b], &L, c, mu, sigma, &gate);
-            mixtures[build_current](pos_b, (int)tk, L.k, c, mu, sigma, acc);
-            if (real_b)
-                for (Py_ssize_t j = 0; j < tk; j++) acc[j] = real_b[j] ? acc[j] : 0.0f;
-            const float *alpha = probs + row * tk;
-            float *o = out + row * tk;
-            if (L.fusion == 2) /* Gaussian mixture only (Table 4, "gmm") */
-                for (Py_ssize_t j = 0; j < tk; j++) o[j] = acc[j];
-            else
-                for (Py_ssize_t j = 0; j < tk; j++) o[j] = lerp(alpha[j], acc[j], gate);
+        for (Py_ssize_t first = 0; first < rows_per_batch; first += PARAMS_ROWS) {
+            Py_ssize_t left = rows_per_batch - first;
+            int n = left < PARAMS_ROWS ? (int)left : PARAMS_ROWS;
+            Py_ssize_t row0 = b * rows_per_batch + first;
+            params[build_current](raw + row0 * raw_stride, raw_stride, length + b, 0, n, &L, c,
+                                  mu, sigma, gate);
+            for (int r = 0; r < n; r++) {
+                int at = r * L.k;
+                mixtures[build_current](pos_b, (int)tk, L.k, c + at, mu + at, sigma + at, acc);
+                if (real_b)
+                    for (Py_ssize_t j = 0; j < tk; j++) acc[j] = real_b[j] ? acc[j] : 0.0f;
+                const float *alpha = probs + (row0 + r) * tk;
+                float *o = out + (row0 + r) * tk;
+                if (L.fusion == 2) /* Gaussian mixture only (Table 4, "gmm") */
+                    for (Py_ssize_t j = 0; j < tk; j++) o[j] = acc[j];
+                else
+                    for (Py_ssize_t j = 0; j < tk; j++) o[j] = lerp(alpha[j], acc[j], gate[r]);
+            }
         }
     }
+    free(c);
     free(acc);
     Py_RETURN_NONE;
 }

@@ -140,10 +140,11 @@ APPROX_SPECS = GMM_APPROX_SPECS
 def raw_case(mod, tk: int, kind: str):
     """Raw predictor outputs ``(B, 2, TQ, C)`` and J ``(B, 1, TQ, 1)``: random, or where
     eq. 12's other branches act with unsaturated sigmoids: μ = J/2 exactly (min(μ, J − μ)
-    ties), σ̂ = −4 (σ at its floor), μ̂ = 2 with σ̂ = 3 (μ near the end bounds σ)."""
+    ties), σ̂ = −4 (σ at its floor), μ̂ = 2 with σ̂ = 3 (μ near the end bounds σ); or
+    "saturated": outputs up to ±100, where every sigmoid and the softmax of ω saturate."""
     torch.manual_seed(3)
     width = mod.predictors.out_weight.size(0)
-    raw = torch.randn(B, 2, TQ, width) * 2
+    raw = torch.randn(B, 2, TQ, width) * (40 if kind == "saturated" else 2)
     layout = mod._step_layout
     if kind == "ends and floors":
         mu = slice(layout.mu_col, layout.mu_col + layout.mu_n)
@@ -158,7 +159,7 @@ def raw_case(mod, tk: int, kind: str):
 
 @needs_extension
 @pytest.mark.parametrize("spec", APPROX_SPECS)
-@pytest.mark.parametrize("kind", ["random", "ends and floors"])
+@pytest.mark.parametrize("kind", ["random", "ends and floors", "saturated"])
 def test_parameters_from_raw_outputs_match_torch_ops(spec, kind, build, monkeypatch):
     """approx_gated_mixture against GaussianMixture.mixture_params + the torch mixture:
     values and the gradient of the raw outputs, with and without α."""

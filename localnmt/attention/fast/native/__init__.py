@@ -87,10 +87,22 @@ def _sentence_ranges(bsz: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if lo < hi]
 
 
-def run_by_sentences(fn, args: tuple, bsz: int, grads: tuple) -> None:
-    """``fn(*args, b0, b1, grads)`` over sentence ranges, on this thread and the pool's (a C
-    kernel that releases the GIL: band.c, gmm_mixture.c); ``torch.get_num_threads()`` ranges."""
+def splits_itself(module: ModuleType | None) -> bool:
+    """Whether the extension ``module`` was built with OpenMP: its calls then split their
+    sentences among torch's own threads (csrc/builds.h)."""
+    team = getattr(module, "team", None)
+    return bool(team is not None and team())
+
+
+def run_by_sentences(fn, args: tuple, bsz: int, grads: tuple, team: bool = False) -> None:
+    """``fn(*args, b0, b1, grads)`` over the ``bsz`` sentences (a C kernel that releases the
+    GIL: band.c, gmm_mixture.c): one call where the kernel splits them among torch's threads
+    itself (``team``: :func:`splits_itself`), else ``torch.get_num_threads()`` ranges on this
+    thread and a pool's."""
     global _pool, _pool_key
+    if team:
+        fn(*args, 0, bsz, grads)
+        return
     ranges = _sentence_ranges(bsz)
     if len(ranges) == 1:
         fn(*args, 0, bsz, grads)

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, load, run_by_sentences
+from localnmt.attention.fast.native import has_memory, load, run_by_sentences, splits_itself
 from localnmt.attention.head_area import area_view
 
 # None without a C compiler at install time, or when built from other sources
@@ -34,6 +34,8 @@ _band = load("_band", "band.c")
 
 #: Switch for tests and benchmarks (False: the blocked kernels of band.py).
 ENABLED = _band is not None
+#: Built with OpenMP: each call splits its sentences among torch's threads itself.
+TEAM = splits_itself(_band)
 
 
 def takes(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> bool:
@@ -96,7 +98,7 @@ class _CBand(torch.autograd.Function):
         out = torch.empty_like(q)
         lse = q.new_empty(q.shape[:3])
         args = _CBand._args(q, k, v, out, lse, real, left, right, area)
-        run_by_sentences(_band.forward, args, q.size(0), (0, 0, 0, 0))
+        run_by_sentences(_band.forward, args, q.size(0), (0, 0, 0, 0), TEAM)
         ctx.rest = (out, lse, left, right, real)
         ctx.area = area
         return out
@@ -120,7 +122,7 @@ class _CBand(torch.autograd.Function):
         dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
         args = _CBand._args(q, k, v, out, lse, real, left, right, ctx.area)
         grads = (grad.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
-        run_by_sentences(_band.backward, args, q.size(0), grads)
+        run_by_sentences(_band.backward, args, q.size(0), grads, TEAM)
         return dq, dk, dv, *none
 
 

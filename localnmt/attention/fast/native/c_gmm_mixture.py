@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, load, run_by_sentences
+from localnmt.attention.fast.native import has_memory, load, run_by_sentences, splits_itself
 from localnmt.attention.mixture import MixtureParams, PredictorLayout, mixture_attention
 
 # None without a C compiler at install time, or when built from other sources
@@ -44,6 +44,8 @@ _gmm_mixture = load("_gmm_mixture", "gmm_mixture.c")
 
 #: Switch for tests and benchmarks (False: always the torch ops).
 ENABLED = _gmm_mixture is not None
+#: Built with OpenMP: each call splits its sentences among torch's threads itself.
+TEAM = splits_itself(_gmm_mixture)
 
 
 def takes(floats: tuple[Tensor | None, ...], real: Tensor | None) -> bool:
@@ -112,7 +114,7 @@ class _GatedMixture(torch.autograd.Function):
         inputs = _GatedMixture._contiguous(c, mu, sigma, positions, real, alpha, gate)
         out = torch.empty(shape, dtype=torch.float32)
         args = _GatedMixture._args(out, *inputs, fixed, shape[-1])
-        run_by_sentences(_gmm_mixture.forward, args, shape[0], (0,) * 6)
+        run_by_sentences(_gmm_mixture.forward, args, shape[0], (0,) * 6, TEAM)
         return out
 
     @staticmethod
@@ -130,7 +132,7 @@ class _GatedMixture(torch.autograd.Function):
                  0 if dalpha is None else dalpha.data_ptr(),
                  0 if dgate is None else dgate.data_ptr())  # fmt: skip
         args = _GatedMixture._args(None, *inputs, ctx.fixed, grad.size(-1))
-        run_by_sentences(_gmm_mixture.backward, args, grad.size(0), grads)
+        run_by_sentences(_gmm_mixture.backward, args, grad.size(0), grads, TEAM)
         return (dc, dmu, dsigma, None, None, dalpha,
                 None if dgate is None else dgate.unsqueeze(-1), None, None)  # fmt: skip
 
@@ -213,7 +215,7 @@ class _ApproxParams(torch.autograd.Function):
         learned = layout.gate_col >= 0
         out = (c.data_ptr(), mu.data_ptr(), sigma.data_ptr(), gate.data_ptr() if learned else 0)
         args = _ApproxParams._args(raw, lengths, out, layout)
-        run_by_sentences(_gmm_mixture.params_forward, args, raw.size(0), (0,) * 5)
+        run_by_sentences(_gmm_mixture.params_forward, args, raw.size(0), (0,) * 5, TEAM)
         if not learned:
             ctx.mark_non_differentiable(gate)
         return c, mu, sigma, gate
@@ -231,7 +233,7 @@ class _ApproxParams(torch.autograd.Function):
         args = _ApproxParams._args(raw, lengths, (0, 0, 0, 0), layout)
         addresses = (dc.data_ptr(), dmu.data_ptr(), dsigma.data_ptr(),
                      dgate.data_ptr() if learned else 0, draw.data_ptr())  # fmt: skip
-        run_by_sentences(_gmm_mixture.params_backward, args, raw.size(0), addresses)
+        run_by_sentences(_gmm_mixture.params_backward, args, raw.size(0), addresses, TEAM)
         return draw, None, None, None
 
 

@@ -56,8 +56,9 @@ def describe(info: dict[str, Any]) -> str:
     """One line for markdown headers and plot titles."""
     load = info.get("load_average")
     load_text = f", load {load[0]:.1f}" if load else ""
+    policy = info.get("omp_wait_policy") or "torch's default"
     return (
         f"{info['device_name']} ({info['device']}), {info['cores']} cores, "
-        f"{info['torch_threads']} torch threads, torch {info['torch']}, "
-        f"fairseq {info['fairseq']}{load_text}"
+        f"{info['torch_threads']} torch threads (OpenMP wait policy: {policy}), "
+        f"torch {info['torch']}, fairseq {info['fairseq']}{load_text}"
     )

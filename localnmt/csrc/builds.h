@@ -81,11 +81,14 @@ static PyObject *source_digest(PyObject *self, PyObject *noargs) {
  * torch already loaded, so the team is torch's own intra-op threads, as many as
  * torch.set_num_threads gave, spinning or sleeping as torch's do. A second pool beside them
  * would put three busy threads on two cores whenever torch's threads spin (its default).
- * Without OpenMP the wrappers split the sentences among threads of their own. */
+ * Bound to another runtime than torch's (a torch wheel whose libgomp has another soname, or
+ * Intel's), or built without OpenMP, the kernels run each call on its calling thread and the
+ * wrappers split the sentences among a pool of their own (attention/fast/native/__init__.py). */
 #ifdef _OPENMP
+#include <dlfcn.h>
 #include <omp.h>
 #define TEAM_PRAGMA(text) _Pragma(#text)
-#define TEAM_PARALLEL(cond) TEAM_PRAGMA(omp parallel if (cond))
+#define TEAM_PARALLEL(cond) TEAM_PRAGMA(omp parallel if (team_on && (cond)))
 static inline int team_rank(void) { return omp_get_thread_num(); }
 static inline int team_size(void) { return omp_get_num_threads(); }
 static inline int team_most(void) { return omp_get_max_threads(); }
@@ -96,6 +99,18 @@ static inline int team_size(void) { return 1; }
 static inline int team_most(void) { return 1; }
 #endif
 
+/* Whether the calls split among the OpenMP team: set from Python (use_team) once it knows the
+ * runtime is torch's; off, every call runs on its calling thread. */
+static int team_on;
+
+/* use_team(flag): split the calls' sentences among the OpenMP team from now on, or not. */
+static PyObject *use_team(PyObject *self, PyObject *args) {
+    int flag;
+    if (!PyArg_ParseTuple(args, "p", &flag)) return NULL;
+    team_on = flag;
+    Py_RETURN_NONE;
+}
+
 /* This thread's share [*lo, *hi) of the sentences b0 ... b1-1 (inside TEAM_PARALLEL). */
 static inline void team_share(Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t *lo, Py_ssize_t *hi) {
     Py_ssize_t n = b1 - b0, rank = team_rank(), size = team_size();
@@ -103,18 +118,21 @@ static inline void team_share(Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t *lo, Py_s
     *hi = b0 + n * (rank + 1) / size;
 }
 
-/* team(): whether calls split their sentences among the OpenMP team themselves. */
-static PyObject *team(PyObject *self, PyObject *noargs) {
+/* team_library(): the path of the OpenMP runtime the calls split their sentences with, or None
+ * (built without OpenMP). The wrappers use it only where it is the one torch runs on. */
+static PyObject *team_library(PyObject *self, PyObject *noargs) {
 #ifdef _OPENMP
-    Py_RETURN_TRUE;
-#else
-    Py_RETURN_FALSE;
+    Dl_info info;
+    if (dladdr((void *)omp_get_max_threads, &info) && info.dli_fname != NULL)
+        return PyUnicode_FromString(info.dli_fname);
 #endif
+    Py_RETURN_NONE;
 }
 
 #define BUILD_METHODS                                                                            \
     {"use", use, METH_VARARGS, "Run the named build."},                                         \
-        {"team", team, METH_NOARGS, "Whether calls use the OpenMP team (torch's threads)."},    \
+        {"team_library", team_library, METH_NOARGS, "The OpenMP runtime of the calls, or None."}, \
+        {"use_team", use_team, METH_VARARGS, "Split the calls among the OpenMP team, or not."},  \
         {"builds", supported_builds, METH_NOARGS, "Builds this CPU runs, fastest first."},      \
         {"in_use", in_use, METH_NOARGS, "The build in use."},                                   \
         {"source_digest", source_digest, METH_NOARGS, "Digest of the sources built."}

@@ -14,6 +14,8 @@ built, stale or missing.
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import importlib
 import os
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -87,11 +89,46 @@ def _sentence_ranges(bsz: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if lo < hi]
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]  # fmt: skip
+
+
+def torch_openmp_runtime() -> str | None:
+    """The file (real path) of the OpenMP runtime whose ``omp_get_max_threads`` torch's CPU
+    library calls, or None where that cannot be told (not Linux, no such library, no
+    OpenMP)."""
+    found = glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.*"))
+    try:
+        torch_cpu = ctypes.CDLL(found[0], mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        address = ctypes.cast(torch_cpu.omp_get_max_threads, ctypes.c_void_p)
+        dladdr = ctypes.CDLL(None).dladdr
+    except (IndexError, OSError, AttributeError):
+        return None
+    info = _DlInfo()
+    if not dladdr(address, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.path.realpath(os.fsdecode(info.dli_fname))
+
+
 def splits_itself(module: ModuleType | None) -> bool:
-    """Whether the extension ``module`` was built with OpenMP: its calls then split their
-    sentences among torch's own threads (csrc/builds.h)."""
-    team = getattr(module, "team", None)
-    return bool(team is not None and team())
+    """Whether the extension ``module`` splits its sentences among torch's own threads: built
+    with OpenMP (csrc/builds.h) and bound to the OpenMP runtime torch runs on. Bound to another
+    one (a torch wheel whose libgomp has another soname, or Intel's), it would run a second
+    set of threads at a count of its own: the wrappers' pool splits instead."""
+    team_library = getattr(module, "team_library", None)
+    library = team_library() if team_library is not None else None
+    return library is not None and torch_openmp_runtime() == os.path.realpath(library)
+
+
+def use_torchs_threads(module: ModuleType | None) -> bool:
+    """Turn on the extension ``module``'s split among torch's threads where
+    :func:`splits_itself` (off otherwise: each call then runs on its calling thread); whether
+    it is on."""
+    on = splits_itself(module)
+    if module is not None and hasattr(module, "use_team"):
+        module.use_team(on)
+    return on
 
 
 def run_by_sentences(fn, args: tuple, bsz: int, grads: tuple, team: bool = False) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, load, run_by_sentences, splits_itself
+from localnmt.attention.fast.native import has_memory, load, run_by_sentences, use_torchs_threads
 from localnmt.attention.head_area import area_view
 
 # None without a C compiler at install time, or when built from other sources
@@ -35,7 +35,7 @@ _band = load("_band", "band.c")
 #: Switch for tests and benchmarks (False: the blocked kernels of band.py).
 ENABLED = _band is not None
 #: Built with OpenMP: each call splits its sentences among torch's threads itself.
-TEAM = splits_itself(_band)
+TEAM = use_torchs_threads(_band)
 
 
 def takes(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> bool:

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, load, run_by_sentences, splits_itself
+from localnmt.attention.fast.native import has_memory, load, run_by_sentences, use_torchs_threads
 from localnmt.attention.mixture import MixtureParams, PredictorLayout, mixture_attention
 
 # None without a C compiler at install time, or when built from other sources
@@ -45,7 +45,7 @@ _gmm_mixture = load("_gmm_mixture", "gmm_mixture.c")
 #: Switch for tests and benchmarks (False: always the torch ops).
 ENABLED = _gmm_mixture is not None
 #: Built with OpenMP: each call splits its sentences among torch's threads itself.
-TEAM = splits_itself(_gmm_mixture)
+TEAM = use_torchs_threads(_gmm_mixture)
 
 
 def takes(floats: tuple[Tensor | None, ...], real: Tensor | None) -> bool:

@@ -4,8 +4,8 @@ Importing this package sets ``OMP_WAIT_POLICY=PASSIVE`` before torch is imported
 spin-waits inflate short kernels about 10x on small shared machines (bench/README.md). A value
 already set in the environment wins, and ``LOCALNMT_BENCH_OMP=torch`` keeps torch's own policy
 (threads that spin a while before they sleep): what the trainings localnmt starts run with
-(``localnmt/core_share.py``), for timings of an idle machine. It also keeps freed memory in the process as the
-trainings localnmt starts do (:func:`localnmt.heap.keep_freed_memory`), so that the in-process
+(``localnmt/core_share.py``), for timings of an idle machine. It also keeps freed memory in
+the process as the trainings localnmt starts do (:func:`localnmt.heap.keep_freed_memory`), so that the in-process
 benches time the heap users get; plain ``fairseq-train`` children of ``bench.concurrency`` keep
 glibc's defaults.
 """

@@ -13,6 +13,9 @@ backward, Adam; 1024 target tokens) of the fairseq baseline and of the GMM row's
 - each of the three off in turn: "dense path" (γ = lerp(α, β, g) from explicit α),
   "torch ops" (eq. 6 and 10-14 as torch ops), "autograd predictors" (``F.linear``);
 - "all three off": the three together (the code before them);
+- "own thread pool": as full, but the C calls run on one thread each, split among a pool of
+  the wrappers' own instead of torch's OpenMP team (what runs where the extension is not bound
+  to torch's OpenMP runtime; ``csrc/builds.h``);
 - "SDPA only": ``post_affine`` keeping α alone (no predictors, no mixture), and
   "+ predictors": the same after running the predictors: full − "+ predictors" is what eq. 6
   and 10-14 cost, "+ predictors" − "SDPA only" what the predictors cost.
@@ -55,11 +58,14 @@ def _predictors_only(self: GaussianMixture, ctx) -> AffinePost:
     return AffinePost(1.0 + 0.0 * outputs[..., :1], None)  # keeps their backward in the step
 
 
-#: form name: (post_affine replacement, C mixture allowed, predictors' backward allowed)
-FORMS = {"full": (None, True, True), "dense path": (_dense_path, True, True),
-         "torch ops": (None, False, True), "autograd predictors": (None, True, False),
-         "all three off": (_dense_path, False, False), "SDPA only": (_sdpa_only, True, True),
-         "+ predictors": (_predictors_only, True, True)}  # fmt: skip
+#: form name: (post_affine replacement, C mixture allowed, predictors' backward allowed,
+#: C calls on torch's OpenMP team where bound to it)
+FORMS = {"full": (None, True, True, True), "dense path": (_dense_path, True, True, True),
+         "torch ops": (None, False, True, True), "autograd predictors": (None, True, False, True),
+         "all three off": (_dense_path, False, False, True),
+         "own thread pool": (None, True, True, False),
+         "SDPA only": (_sdpa_only, True, True, True),
+         "+ predictors": (_predictors_only, True, True, True)}  # fmt: skip
 
 
 def model_size(size: str) -> list[str]:
@@ -92,14 +98,23 @@ def take_apart(
     cand = Trainer(build_candidate(ns, dictionary), device, torch.float32)
     original, built = GaussianMixture.post_affine, c_gmm_mixture.ENABLED
 
-    def form(post_affine: Callable | None, c_mixture: bool, predictors: bool):
+    team = c_gmm_mixture.TEAM
+
+    def form(post_affine: Callable | None, c_mixture: bool, predictors: bool, on_team: bool):
         settings = [(GaussianMixture, "post_affine", post_affine or original),
                     (c_gmm_mixture, "ENABLED", built and c_mixture),
-                    (gmm_predictors, "ENABLED", predictors)]  # fmt: skip
+                    (gmm_predictors, "ENABLED", predictors),
+                    (c_gmm_mixture, "TEAM", team and on_team)]  # fmt: skip
 
         def run() -> object:
             with switched(settings):
-                return cand.step(batch)
+                if team and not on_team:
+                    c_gmm_mixture._gmm_mixture.use_team(False)
+                try:
+                    return cand.step(batch)
+                finally:
+                    if team and not on_team:
+                        c_gmm_mixture._gmm_mixture.use_team(True)
 
         return run
 
@@ -150,6 +165,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {name} | {median:.3f} | {delta:+.0f} | {median_ratio(base, seconds):.3f} |")
     if not c_gmm_mixture.ENABLED:
         print("\n(the C extension is not built: full and torch ops are the same code)")
+    elif not c_gmm_mixture.TEAM:
+        print("\n(the C kernels do not run on torch's OpenMP team here: full and own thread pool"
+              " are the same code)")  # fmt: skip
     load = load_average()
     print(f"\nload {load[0]:.1f} at the end" if load else "\nload unknown")
 

@@ -288,10 +288,14 @@ def test_gmm_training_benchmark_runs_and_restores_switches(capsys) -> None:
     from localnmt.attention.fast.native import c_gmm_mixture
     from localnmt.attention.methods.gmm import GaussianMixture
 
-    before = (GaussianMixture.post_affine, c_gmm_mixture.ENABLED, gmm_predictors.ENABLED)
+    def switches():
+        return (GaussianMixture.post_affine, c_gmm_mixture.ENABLED, gmm_predictors.ENABLED,
+                c_gmm_mixture.TEAM)  # fmt: skip
+
+    before = switches()
     gmm_training.main(["--length", "3", "--max-tokens", "6", "--vocab", "100", "--repeats", "1"])
     out = capsys.readouterr().out
-    after = (GaussianMixture.post_affine, c_gmm_mixture.ENABLED, gmm_predictors.ENABLED)
+    after = switches()
     assert after == before
     for form in ("baseline", *gmm_training.FORMS):
         assert f"| {form} |" in out

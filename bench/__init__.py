@@ -5,9 +5,9 @@ spin-waits inflate short kernels about 10x on small shared machines (bench/READM
 already set in the environment wins, and ``LOCALNMT_BENCH_OMP=torch`` keeps torch's own policy
 (threads that spin a while before they sleep): what the trainings localnmt starts run with
 (``localnmt/core_share.py``), for timings of an idle machine. It also keeps freed memory in
-the process as the trainings localnmt starts do (:func:`localnmt.heap.keep_freed_memory`), so that the in-process
-benches time the heap users get; plain ``fairseq-train`` children of ``bench.concurrency`` keep
-glibc's defaults.
+the process as the trainings localnmt starts do (:func:`localnmt.heap.keep_freed_memory`), so
+that the in-process benches time the heap users get; plain ``fairseq-train`` children of
+``bench.concurrency`` keep glibc's defaults.
 """
 
 import os

@@ -68,7 +68,16 @@ def threads_status() -> dict[str, Any]:
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
         "one_thread_for_small_maps": threads.ENABLED,
+        "c_kernels_on_torch_threads": _c_kernels_on_torch_threads(),
     }
+
+
+def _c_kernels_on_torch_threads() -> bool:
+    """Whether the C kernels split their work among torch's own OpenMP threads (bound to its
+    runtime), rather than a thread pool of their own (csrc/builds.h)."""
+    from localnmt.attention.fast.native import c_band, c_gmm_mixture
+
+    return c_band.TEAM and c_gmm_mixture.TEAM
 
 
 def collect(device: torch.device) -> dict[str, Any]:
@@ -118,7 +127,9 @@ def format_environment(env: dict[str, Any]) -> str:
         (
             "threads",
             f"{th['torch_threads']} torch threads ({th['parallel_backend']}), "
-            f"OMP_NUM_THREADS={th['OMP_NUM_THREADS']}, OMP_WAIT_POLICY={th['OMP_WAIT_POLICY']}",
+            f"OMP_NUM_THREADS={th['OMP_NUM_THREADS']}, OMP_WAIT_POLICY={th['OMP_WAIT_POLICY']}, "
+            "C kernels on "
+            + ("torch's threads" if th["c_kernels_on_torch_threads"] else "a pool of their own"),
         ),
         ("load average", " ".join(map(str, load)) if load else "unknown"),
     ]

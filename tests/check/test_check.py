@@ -30,6 +30,7 @@ def test_json_of_a_passing_run(capsys, tmp_path):
     assert {e["state"] for e in env["c_extensions"]} <= {"built", "stale", "missing"}
     assert isinstance(env["flex_attention"]["available"], bool) and env["flex_attention"]["why"]
     assert env["threads"]["torch_threads"] == torch.get_num_threads()
+    assert isinstance(env["threads"]["c_kernels_on_torch_threads"], bool)
     sections = {r["section"] for r in doc["results"]}
     assert sections == {"forward/backward", "incremental", "training"}
     names = [r["name"] for r in doc["results"]]

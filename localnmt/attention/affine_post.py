@@ -9,6 +9,7 @@ Dropped-out probabilities are not affine in ``p``: with attention dropout the de
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from localnmt.attention.context import AffinePost, AttentionContext
@@ -30,17 +31,22 @@ def affine_post(
 
 
 def attend_affine(problem: AttentionProblem, affine: AffinePost) -> Tensor:
-    """``(keep·p + add) @ V`` as ``keep·(p @ V)`` from a fused kernel plus ``add @ V``."""
-    out = None
-    if not (isinstance(affine.keep, float) and affine.keep == 0.0):
-        keep = affine.keep
+    """``(keep·p + add) @ V`` as ``keep·(p @ V)`` from a fused kernel plus ``add @ V`` (one
+    ``addcmul`` where both are there)."""
+    keep = affine.keep
+    fused = None
+    if not (isinstance(keep, float) and keep == 0.0):
         if isinstance(keep, Tensor):  # float32 like the probabilities; the output keeps v's dtype
             keep = keep.to(problem.v.dtype)
-        out = fast_attention(problem) * keep
+        fused = fast_attention(problem)
     else:  # p is not needed at all: the traced call says so
         note_reference(problem, "the post stage replaces p: add @ V only")
-    if affine.add is not None:
-        added = grouped_matmul(affine.add.type_as(problem.v), problem.v, problem.key_group)
-        out = added if out is None else out + added
-    assert out is not None, "an affine post stage with keep = 0 must add something"
-    return out
+    if affine.add is None:
+        assert fused is not None, "an affine post stage with keep = 0 must add something"
+        return fused * keep
+    added = grouped_matmul(affine.add.type_as(problem.v), problem.v, problem.key_group)
+    if fused is None:
+        return added
+    if isinstance(keep, Tensor):
+        return torch.addcmul(added, fused, keep)
+    return torch.add(added, fused, alpha=keep)

@@ -205,11 +205,15 @@ def masked_sdpa(
     q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, bias: Tensor | None, dropout_p: float
 ) -> Tensor:
     """Fused SDPA with a bool ``allowed`` set and an optional float32 ``bias``, no NaN rows."""
-    mask: Tensor | None = None if allowed is None else guard_empty_rows(allowed)
+    mask, guarded = allowed, allowed
+    if allowed is not None and allowed.device.type == "cpu" and bool(allowed.any(dim=-1).all()):
+        guarded = None  # every query keeps a key (one check, no sync on the CPU): no guard
+    elif allowed is not None:
+        mask = guard_empty_rows(allowed)
     if bias is not None:
         mask = bias if mask is None else bias.masked_fill(~mask, MASK_VALUE)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=1.0)
-    return zero_empty_rows(out, allowed)
+    return zero_empty_rows(out, guarded)
 
 
 def dense_logits(problem: AttentionProblem) -> Tensor:

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from localnmt.attention.context import AffinePost, AttentionContext, AttentionSite
-from localnmt.attention.fast.autograd.predictor_gemms import predictor_outputs
+from localnmt.attention.fast.autograd.predictor_gemms import BankShape, bank_outputs
 from localnmt.attention.mixture import (  # noqa: F401  (EXP_FLOOR, MixtureSum: re-exported)
     EXP_FLOOR,
     MixtureParams,
@@ -91,6 +91,7 @@ class PredictorBank(nn.Module):
         self.hidden_bias = nn.Parameter(torch.empty(n * dim))
         self.out_weight = nn.Parameter(torch.empty(total, dim))
         self.out_bias = nn.Parameter(torch.empty(total))
+        self.bank_shape = BankShape(dim, self.outs)
         self._cache: tuple[float, tuple[Tensor, Tensor, Tensor, Tensor]] | None = None
         bound = 1 / math.sqrt(dim)  # nn.Linear's default: U(±1/√fan_in), fan_in = d for both
         for p in self.parameters():
@@ -111,14 +112,13 @@ class PredictorBank(nn.Module):
 
     def outputs(self, q: Tensor, scale: float = 1.0, reuse: bool = False) -> Tensor:
         """All raw outputs side by side, ``(…, Σ out)`` (and zero columns of padding after
-        them, see :meth:`_folded`); ``reuse``: see :meth:`_folded`."""
-        # tanh(x) = 2·sigmoid(2x) − 1, so V^T tanh(x) + b2 = (2V)^T sigmoid(2x) + (b2 − V^T 1):
-        # torch's CPU tanh is slower than its sigmoid (3.2 vs 1.1 ms on the (8192, 256) hidden
-        # layer of a 1024-token batch: python -m bench.small_op_threads); the factors go into the
-        # weights instead of the activations (2·scale is exact when scale is a power of two,
-        # as √64 = 8 is). Agrees with the tanh form to float32 rounding (≤ 1e-6 here).
+        them, :meth:`BankShape.width`); ``reuse``: see :meth:`_folded`. In training, one
+        autograd Function with its own backward (``fast/autograd/predictor_gemms.py``)."""
+        if torch.is_grad_enabled():
+            weights = (self.hidden_weight, self.hidden_bias, self.out_weight, self.out_bias)
+            return bank_outputs(q, weights, self.bank_shape, scale)
         w1, b1, w2, b2 = self._folded(scale, reuse)
-        return predictor_outputs(q, w1, b1, w2, b2)  # training: fast/gmm_predictors.py
+        return F.linear(F.linear(q, w1, b1).sigmoid_(), w2, b2)
 
     def split(self, outputs: Tensor) -> dict[str, Tensor]:
         """:meth:`outputs` (or a function of it, element by element) by predictor name."""
@@ -129,28 +129,16 @@ class PredictorBank(nn.Module):
         self._cache = None
 
     def _folded(self, scale: float, reuse: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``2·scale·W``, ``2·b1``, ``2·V`` (block-diagonal, (Σ out, n·d)), ``b2 − V^T 1``.
+        """The folded weights (:meth:`BankShape.folded`) for a forward without autograd.
 
-        ``reuse`` (the steps of one decoding run, without autograd): the folded weights of the
-        previous ``reuse`` call are returned until :meth:`forget`, which the modifier calls at
-        every new source batch; so weights written in between (even through ``.data``, which
-        no version counter sees) are read again at the next run.
-
-        On CPU the output block gets zero rows up to a multiple of 16 when Σ out is 9-15
-        (mod 16): MKL's single-precision GEMM computes 16 output columns in one panel and a
-        ragged edge slowly, and K = 4 with a gate has 13 outputs
-        (``python -m bench.small_op_threads`` times both widths). The extra columns are 0."""
-        reuse = reuse and not torch.is_grad_enabled()
+        ``reuse`` (the steps of one decoding run): the folded weights of the previous
+        ``reuse`` call are returned until :meth:`forget`, which the modifier calls at every
+        new source batch; so weights written in between (even through ``.data``, which no
+        version counter sees) are read again at the next run."""
         if reuse and self._cache is not None and self._cache[0] == scale:
             return self._cache[1]
-        blocks = torch.block_diag(*self.out_weight.split(self.outs))
-        out_bias = self.out_bias - self.out_weight.sum(dim=1)
-        rows = blocks.size(0)
-        pad = -rows % 16 if rows % 16 > 8 and blocks.device.type == "cpu" else 0
-        if pad:
-            blocks = F.pad(blocks, (0, 0, 0, pad))
-            out_bias = F.pad(out_bias, (0, pad))
-        folded = (self.hidden_weight * (2 * scale), self.hidden_bias * 2, blocks * 2, out_bias)
+        weights = (self.hidden_weight, self.hidden_bias, self.out_weight, self.out_bias)
+        folded = self.bank_shape.folded(weights, scale)
         self._cache = (scale, folded) if reuse else None
         return folded
 

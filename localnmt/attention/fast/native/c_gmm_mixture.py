@@ -76,13 +76,17 @@ def gated_mixture(log_scale: Tensor, mu: Tensor, sigma: Tensor, positions: Tenso
     batch, heads, tq, tk = shape
     if positions.shape != (batch, tk) or (real is not None and real.shape != (batch, tk)):
         return None
-    try:
-        k = torch.broadcast_shapes(log_scale.shape, mu.shape, sigma.shape)[-1]
-        params = tuple(p.expand(batch, heads, tq, k) for p in (log_scale, mu, sigma))
-        if gate_tensor is not None:
-            gate_tensor = gate_tensor.expand(batch, heads, tq, 1)
-    except RuntimeError:  # shapes that do not broadcast to the attention map's
-        return None
+    params = (log_scale, mu, sigma)
+    full = (batch, heads, tq)
+    exact = log_scale.shape[:3] == full and log_scale.shape == mu.shape == sigma.shape
+    if not exact or (gate_tensor is not None and gate_tensor.shape != (*full, 1)):
+        try:  # (the C parameters of approx_gated_mixture come shaped exactly: no check)
+            k = torch.broadcast_shapes(log_scale.shape, mu.shape, sigma.shape)[-1]
+            params = tuple(p.expand(*full, k) for p in params)
+            if gate_tensor is not None:
+                gate_tensor = gate_tensor.expand(*full, 1)
+        except RuntimeError:  # shapes that do not broadcast to the attention map's
+            return None
     fixed = 0.0 if gate_tensor is not None else float(gate)
     return _GatedMixture.apply(*params, positions, real, alpha, gate_tensor, fixed, shape)
 
@@ -102,7 +106,7 @@ class _GatedMixture(torch.autograd.Function):
     @staticmethod
     def _contiguous(c, mu, sigma, positions, real, alpha, gate) -> tuple:
         as_is = lambda t: None if t is None else t.contiguous()  # noqa: E731
-        real = None if real is None else real.to(torch.uint8)
+        real = None if real is None else real.view(torch.uint8)  # bool: one byte, 0 or 1
         return tuple(map(as_is, (c, mu, sigma, positions, real, alpha, gate)))
 
     @staticmethod

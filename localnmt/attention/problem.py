@@ -239,8 +239,11 @@ def dense_probabilities(
     logits, blocked = _logits_and_blocked(problem)
     probs = torch.softmax(logits, dim=-1)
     if blocked is not None:  # a query with no allowed key attends to nothing (zero_empty_rows)
-        # on the mask's own (broadcast) shape: padding alone costs a (B, 1, 1, 1) reduction
-        probs = probs.masked_fill(blocked.all(dim=-1, keepdim=True), 0.0)
+        # on the mask's own (broadcast) shape: padding alone costs a (B, 1, 1, 1) reduction;
+        # on the CPU, where checking costs no sync, no pass over probs when no row is empty
+        empty = blocked.all(dim=-1, keepdim=True)
+        if blocked.device.type != "cpu" or bool(empty.any()):
+            probs = probs.masked_fill(empty, 0.0)
     if post is not None:
         probs = post(probs)
     return probs, logits

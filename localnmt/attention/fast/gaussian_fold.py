@@ -74,6 +74,10 @@ def gaussian_fold_kernel(problem: AttentionProblem) -> Tensor | Declined:
         reason = f"folded terms larger than {MAX_FOLD_MAGNITUDE:g} (float32 would lose accuracy)"
         return Declined(reason)
     q, k = folded
+    # fused SDPA kernels want one head size for q, k and v (torch's CPU flash kernel declines
+    # 34 / 34 / 32 and the math fallback runs): v gets the two zero columns q' and k' got
+    v = F.pad(problem.v, (0, q.size(-1) - problem.v.size(-1)))
+    d = problem.v.size(-1)
     only_causal = (
         problem.causal
         and problem.key_padding_mask is None
@@ -82,10 +86,12 @@ def gaussian_fold_kernel(problem: AttentionProblem) -> Tensor | Declined:
         and q.size(2) == k.size(2)
     )
     if only_causal:
-        return F.scaled_dot_product_attention(
-            q, k, problem.v, dropout_p=problem.dropout_p, is_causal=True, scale=1.0
+        out = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=problem.dropout_p, is_causal=True, scale=1.0
         )
-    return masked_sdpa(q, k, problem.v, problem.dense_allowed(), None, problem.dropout_p)
+    else:
+        out = masked_sdpa(q, k, v, problem.dense_allowed(), None, problem.dropout_p)
+    return out[..., :d]
 
 
 def benchmark(

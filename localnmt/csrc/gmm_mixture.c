@@ -56,6 +56,18 @@ static inline float row_gate(const Mixture *M, Py_ssize_t row) {
     return M->mode == 0 ? M->gate[row] : M->fixed_gate;
 }
 
+/* Sums of three LANES-wide accumulators into their lane 0, as a tree of halves (each step one
+ * vector add: a loop adding the lanes in order is a chain of LANES dependent scalar adds). */
+#define HALVE_STEP(S0, S1, S2, H)                                                              \
+    for (int l = 0; l < H; l++) {                                                              \
+        S0[l] += S0[l + H];                                                                    \
+        S1[l] += S1[l + H];                                                                    \
+        S2[l] += S2[l + H];                                                                    \
+    }
+#define HALVE_LANES(S0, S1, S2)                                                                \
+    HALVE_STEP(S0, S1, S2, 8) HALVE_STEP(S0, S1, S2, 4) HALVE_STEP(S0, S1, S2, 2)              \
+    HALVE_STEP(S0, S1, S2, 1)
+
 /* Forward and backward of one build, over sentences b0 ... b1-1. */
 #define DEFINE_BUILD(SUFFIX, EXP, TARGET)                                                      \
     TARGET static void forward##SUFFIX(const Mixture *M, Py_ssize_t b0, Py_ssize_t b1) {       \
@@ -82,47 +94,37 @@ static inline float row_gate(const Mixture *M, Py_ssize_t row) {
     }                                                                                          \
                                                                                                \
     TARGET static void backward##SUFFIX(const Mixture *M, const MixtureGrads *G, Py_ssize_t b0, \
-                                        Py_ssize_t b1, float *restrict masked) {               \
-        Py_ssize_t tk = M->tk;                                                                 \
-        for (Py_ssize_t b = b0; b < b1; b++) {                                                 \
-            const float *restrict pos = M->pos + b * tk;                                       \
-            const uint8_t *real = M->real ? M->real + b * tk : NULL;                           \
-            for (Py_ssize_t r = 0; r < M->rows_per_batch; r++) {                               \
-                Py_ssize_t row = b * M->rows_per_batch + r;                                    \
-                const float *restrict d = G->grad + row * tk;                                  \
+                                        Py_ssize_t b1, float *restrict masked) {                \
+        Py_ssize_t tk = M->tk, padded = (tk + LANES - 1) / LANES * LANES;                       \
+        float *restrict at_pos = masked + padded; /* the sentence's positions, padded */        \
+        for (Py_ssize_t b = b0; b < b1; b++) {                                                  \
+            const float *restrict pos = M->pos + b * tk;                                        \
+            const uint8_t *real = M->real ? M->real + b * tk : NULL;                            \
+            for (Py_ssize_t j = 0; j < padded; j++) at_pos[j] = j < tk ? pos[j] : pos[0];       \
+            for (Py_ssize_t r = 0; r < M->rows_per_batch; r++) {                                \
+                Py_ssize_t row = b * M->rows_per_batch + r;                                     \
+                const float *restrict d = G->grad + row * tk;                                   \
                 for (Py_ssize_t j = 0; j < tk; j++) masked[j] = real && !real[j] ? 0.0f : d[j]; \
-                float g = row_gate(M, row), total = 0.0f;                                      \
-                for (int i = 0; i < M->k; i++) {                                               \
-                    Py_ssize_t at = row * M->k + i;                                            \
-                    float ci = M->c[at], mi = M->mu[at], si = M->sigma[at];                    \
-                    float s0[LANES] = {0}, s1[LANES] = {0}, s2[LANES] = {0};                   \
-                    Py_ssize_t j = 0;                                                          \
-                    for (; j + LANES <= tk; j += LANES)                                        \
-                        for (int l = 0; l < LANES; l++) {                                      \
-                            float z = (pos[j + l] - mi) / si;                                  \
-                            float w = masked[j + l] * EXP(term_exponent(pos[j + l], ci, mi, si)); \
-                            s0[l] += w;                                                        \
-                            s1[l] += w * z;                                                    \
-                            s2[l] += (w * z) * z;                                              \
-                        }                                                                      \
-                    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;                                     \
-                    for (int l = 0; l < LANES; l++) {                                          \
-                        a0 += s0[l];                                                           \
-                        a1 += s1[l];                                                           \
-                        a2 += s2[l];                                                           \
-                    }                                                                          \
-                    for (; j < tk; j++) {                                                      \
-                        float z = (pos[j] - mi) / si;                                          \
-                        float w = masked[j] * EXP(term_exponent(pos[j], ci, mi, si));          \
-                        a0 += w;                                                               \
-                        a1 += w * z;                                                           \
-                        a2 += (w * z) * z;                                                     \
-                    }                                                                          \
-                    G->dc[at] = g * a0;                                                        \
-                    G->dmu[at] = g * a1 / si;                                                  \
-                    G->dsigma[at] = g * a2 / si;                                               \
-                    total += a0;                                                               \
-                }                                                                              \
+                for (Py_ssize_t j = tk; j < padded; j++) masked[j] = 0.0f;                      \
+                float g = row_gate(M, row), total = 0.0f;                                       \
+                for (int i = 0; i < M->k; i++) {                                                \
+                    Py_ssize_t at = row * M->k + i;                                             \
+                    float ci = M->c[at], mi = M->mu[at], si = M->sigma[at];                     \
+                    float s0[LANES] = {0}, s1[LANES] = {0}, s2[LANES] = {0};                    \
+                    for (Py_ssize_t j = 0; j < padded; j += LANES)                              \
+                        for (int l = 0; l < LANES; l++) {                                       \
+                            float p = at_pos[j + l], z = (p - mi) / si;                         \
+                            float w = masked[j + l] * EXP(term_exponent(p, ci, mi, si));        \
+                            s0[l] += w;                                                         \
+                            s1[l] += w * z;                                                     \
+                            s2[l] += (w * z) * z;                                               \
+                        }                                                                       \
+                    HALVE_LANES(s0, s1, s2)                                                     \
+                    G->dc[at] = g * s0[0];                                                      \
+                    G->dmu[at] = g * s1[0] / si;                                                \
+                    G->dsigma[at] = g * s2[0] / si;                                             \
+                    total += s0[0];                                                             \
+                }                                                                               \
                 if (!M->alpha) {                                                               \
                     if (G->dgate) G->dgate[row] = total;                                       \
                     continue;                                                                  \
@@ -211,8 +213,8 @@ static PyObject *run_mixture(PyObject *args, int backward) {
     M.gate = (const float *)gate;
     MixtureGrads G = {(const float *)g[0], (float *)g[1], (float *)g[2],
                       (float *)g[3], (float *)g[4], (float *)g[5]};
-    float *masked = NULL; /* backward: one row of masked gradients per thread */
-    size_t row_floats = (size_t)(M.tk > 0 ? M.tk : 1);
+    float *masked = NULL; /* backward: per thread a row of masked gradients and the positions */
+    size_t row_floats = 2 * (size_t)((M.tk + LANES - 1) / LANES * LANES + LANES);
     if (backward) {
         masked = (float *)malloc(sizeof(float) * row_floats * (size_t)team_most());
         if (masked == NULL) return PyErr_NoMemory();

@@ -32,17 +32,33 @@ static inline __attribute__((always_inline)) float term_exponent(float p, float 
     return e < EXP_FLOOR ? EXP_FLOOR : e;
 }
 
-/* beta (eq. 6) of one row into acc[0..tk): one loop over the keys per component, vectorised;
- * instantiated per build (AVX-512, AVX2 + FMA, x86-64's baseline) by gmm_step.c and
- * gmm_mixture.c with that build's EXP (vec_math.h) and TARGET. */
-#define DEFINE_MIXTURE(NAME, EXP, TARGET)                                                      \
-    TARGET static void NAME(const float *restrict pos, int tk, int k, const float *c,          \
-                            const float *mu, const float *sigma, float *restrict acc) {        \
-        for (int j = 0; j < tk; j++) acc[j] = 0.0f;                                            \
-        for (int i = 0; i < k; i++) {                                                          \
-            float ci = c[i], mi = mu[i], si = sigma[i];                                        \
-            for (int j = 0; j < tk; j++) acc[j] += EXP(term_exponent(pos[j], ci, mi, si));     \
-        }                                                                                      \
+/* beta (eq. 6) of one row into acc[0..tk): one loop over the keys per component, vectorised,
+ * over whole vectors of MIXTURE_LANES keys; the keys after the last whole vector as one more
+ * vector padded with a real position and dropped (a scalar tail was most of a short row's
+ * time). Each acc[j] sums the components in order from 0 either way. Instantiated per build
+ * (AVX-512, AVX2 + FMA, x86-64's baseline) by gmm_step.c and gmm_mixture.c with that build's
+ * EXP (vec_math.h) and TARGET. */
+#define MIXTURE_LANES 16
+#define DEFINE_MIXTURE(NAME, EXP, TARGET)                                                       \
+    TARGET static void NAME(const float *restrict pos, int tk, int k, const float *c,           \
+                            const float *mu, const float *sigma, float *restrict acc) {         \
+        int full = tk / MIXTURE_LANES * MIXTURE_LANES, n = tk - full;                           \
+        for (int j = 0; j < full; j++) acc[j] = 0.0f;                                           \
+        for (int i = 0; i < k; i++) {                                                           \
+            float ci = c[i], mi = mu[i], si = sigma[i];                                         \
+            for (int j = 0; j < full; j++) acc[j] += EXP(term_exponent(pos[j], ci, mi, si));    \
+        }                                                                                       \
+        if (n == 0) return;                                                                     \
+        float p[MIXTURE_LANES], a[MIXTURE_LANES];                                               \
+        for (int l = 0; l < MIXTURE_LANES; l++) {                                               \
+            p[l] = l < n ? pos[full + l] : pos[full];                                           \
+            a[l] = 0.0f;                                                                        \
+        }                                                                                       \
+        for (int i = 0; i < k; i++) {                                                           \
+            float ci = c[i], mi = mu[i], si = sigma[i];                                         \
+            for (int l = 0; l < MIXTURE_LANES; l++) a[l] += EXP(term_exponent(p[l], ci, mi, si)); \
+        }                                                                                       \
+        for (int l = 0; l < n; l++) acc[full + l] = a[l];                                       \
     }
 
 /* torch.lerp's two-sided formula (exact at weight 0 and 1). */

@@ -70,7 +70,7 @@ def torch_gated(c, mu, sigma, positions, real, gate, alpha=None):
 
 
 @needs_extension
-@pytest.mark.parametrize("tk", [1, 9, 37])
+@pytest.mark.parametrize("tk", [1, 9, 32, 37])
 @pytest.mark.parametrize("side", ["left", "right", None])
 @pytest.mark.parametrize("form", ["lerp", "gated", "fixed 0.5", "beta only"])
 def test_gated_mixture_matches_torch_ops(tk, side, form, build):

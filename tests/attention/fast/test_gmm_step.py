@@ -75,7 +75,7 @@ SPECS = GMM_APPROX_SPECS
 @needs_extension
 @pytest.mark.parametrize("spec", SPECS)
 @pytest.mark.parametrize("side", ["left", "right", None])
-@pytest.mark.parametrize("tk", [1, 9, 37])
+@pytest.mark.parametrize("tk", [1, 9, 32, 37])
 def test_fused_step_matches_torch_ops(spec, side, tk, build, monkeypatch):
     attn = make(spec)
     x, src, pad = inputs(tk, side)

@@ -64,7 +64,7 @@ class _LastMask:
     reads the same mask (the source's, in each encoder layer and each cross-attention), so
     the layers after the first reuse what the first computed. Kept while that tensor lives
     and is not written in place (its version counter); plain tensors only (not under
-    ``torch.func`` or while compiling)."""
+    ``torch.func``, not inference-mode tensors, not while compiling)."""
 
     def __init__(self) -> None:
         self._last: tuple[Any, int, tuple[Tensor, Tensor]] | None = None
@@ -85,7 +85,14 @@ class _LastMask:
 
 
 def _plain(t: Tensor) -> bool:
-    return not (torch.compiler.is_compiling() or torch._C._functorch.is_functorch_wrapped_tensor(t))
+    """A tensor whose version counter can be read (not an inference-mode tensor, which has
+    none), outside compilation and ``torch.func``."""
+    if t.is_inference() or _is_compiling():
+        return False
+    return not torch._C._functorch.is_functorch_wrapped_tensor(t)
 
+
+#: ``torch.compiler.is_compiling`` where torch has it (2.3 and later)
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
 _last_mask = _LastMask()

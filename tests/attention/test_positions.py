@@ -35,3 +35,12 @@ def test_the_same_mask_reuses_its_positions_until_written():
     other = mask.clone()
     assert call_positions(other)[0] is not again
     assert torch.equal(call_positions(other)[0], again)
+
+
+def test_an_inference_mode_mask_is_read_without_reuse():
+    """Inference-mode tensors have no version counter: their positions are computed each
+    time, with the same values."""
+    with torch.inference_mode():
+        mask = torch.tensor([[False, True], [False, False]])
+        first, again = call_positions(mask)[0], call_positions(mask)[0]
+    assert first is not again and first.tolist() == again.tolist() == [[0, 0], [0, 1]]

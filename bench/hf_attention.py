@@ -128,9 +128,10 @@ def main(argv: list[str] | None = None) -> None:
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     inputs = {name: t.to(device) for name, t in batch(args).items()}
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    policy = os.environ.get("OMP_WAIT_POLICY") or "torch's default"
     print(f"{where}, {args.dtype}, {args.dim}-dim, {args.layers}+{args.layers} layers, "
           f"placement {args.placement}, load {os.getloadavg()[0]:.2f}, "
-          f"torch threads {torch.get_num_threads()}")  # fmt: skip
+          f"torch threads {torch.get_num_threads()} (OpenMP wait policy: {policy})")  # fmt: skip
     print(f"{'family':20s} {'train step':>10s} {'generate':>10s}   (sdpa time / method time)")
     for family in args.families:
         reference = build(args).to(device)

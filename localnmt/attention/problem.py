@@ -187,6 +187,13 @@ class AttentionProblem:
         )
 
 
+def known_without_empty_rows(empty: Tensor) -> bool:
+    """Whether no query of ``empty`` (True where a query has no allowed key) is empty, where
+    that is known without a device sync (on the CPU): then no pass over the attention map
+    needs to guard or zero such rows. False on other devices."""
+    return empty.device.type == "cpu" and not bool(empty.any())
+
+
 def guard_empty_rows(allowed: Tensor) -> Tensor:
     """Rows with no allowed key allow every key, so a fused kernel gives no NaN there; the
     caller then zeroes those rows' output (:func:`zero_empty_rows`)."""
@@ -206,8 +213,8 @@ def masked_sdpa(
 ) -> Tensor:
     """Fused SDPA with a bool ``allowed`` set and an optional float32 ``bias``, no NaN rows."""
     mask, guarded = allowed, allowed
-    if allowed is not None and allowed.device.type == "cpu" and bool(allowed.any(dim=-1).all()):
-        guarded = None  # every query keeps a key (one check, no sync on the CPU): no guard
+    if allowed is not None and known_without_empty_rows(~allowed.any(dim=-1, keepdim=True)):
+        guarded = None  # nothing to guard or to zero
     elif allowed is not None:
         mask = guard_empty_rows(allowed)
     if bias is not None:
@@ -239,10 +246,9 @@ def dense_probabilities(
     logits, blocked = _logits_and_blocked(problem)
     probs = torch.softmax(logits, dim=-1)
     if blocked is not None:  # a query with no allowed key attends to nothing (zero_empty_rows)
-        # on the mask's own (broadcast) shape: padding alone costs a (B, 1, 1, 1) reduction;
-        # on the CPU, where checking costs no sync, no pass over probs when no row is empty
+        # on the mask's own (broadcast) shape: padding alone costs a (B, 1, 1, 1) reduction
         empty = blocked.all(dim=-1, keepdim=True)
-        if blocked.device.type != "cpu" or bool(empty.any()):
+        if not known_without_empty_rows(empty):
             probs = probs.masked_fill(empty, 0.0)
     if post is not None:
         probs = post(probs)

@@ -75,6 +75,29 @@ class Calibration:
         return cls(costs, data["minutes"], data["updates"])
 
 
+@dataclass(frozen=True)
+class Replan:
+    """The second plan: the first part's ``part_updates``, every run's cost as its part
+    measured it (systems in order, seeds within), the minutes spent until then (calibration
+    included) and the ``updates`` every run then reaches."""
+
+    part_updates: int
+    costs: tuple[SystemCost, ...]
+    minutes: float
+    updates: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"part_updates": self.part_updates, "minutes": self.minutes,
+                "updates": self.updates,
+                "runs": [c.to_json() for c in self.costs]}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Replan:
+        costs = tuple(SystemCost(c["updates_per_s"], c["validation_s"], c["overhead_s"])
+                      for c in data["runs"])  # fmt: skip
+        return cls(data["part_updates"], costs, data["minutes"], data["updates"])
+
+
 def validations_run(updates: int, validations: int) -> int:
     """The validations of a run of ``updates`` that validates every ``updates // validations``
     updates (the quickstart's schedule) and once more at its end if that is not one of them."""

@@ -23,6 +23,7 @@ from localnmt.fairseq_plugin.architectures import arch_stacks, preset_specs
 from localnmt.machine import load_average, machine_summary
 from localnmt.quickstart.calibration import calibrate
 from localnmt.quickstart.collected_results import collect, corpus_info
+from localnmt.quickstart.replan import budget_used, train_first_parts
 from localnmt.quickstart.report import write_json, write_markdown, write_plot
 from localnmt.quickstart.run_record import Allotment, QuickstartRun
 from localnmt.quickstart.sizing import BASELINE, Sizing, sizing_for, sizings
@@ -32,6 +33,7 @@ from localnmt.runs.generate import infer_langs
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.recipes import dim_overrides
 from localnmt.runs.run_specs import TrainSpec
+from localnmt.runs.train_run import TrainRun
 
 
 def log(msg: str) -> None:
@@ -267,7 +269,8 @@ def train_systems(
     workdir: Path, budget: float, cpu: bool,
 ) -> tuple[list[list[RunLayout]], Allotment]:  # fmt: skip
     """Train, translate and score every system (every seed); their run layouts and what
-    every system got (:func:`schedule_for`)."""
+    every system got (:func:`schedule_for`; a calibrated schedule is planned again after the
+    runs' first parts, :func:`~localnmt.quickstart.replan.train_first_parts`)."""
     src, tgt = infer_langs(data_bin, "test")
     source = raw_file(data_bin, "test", src)
     test = TestSet("test", ref=raw_file(data_bin, "test", tgt),
@@ -280,12 +283,26 @@ def train_systems(
     calibrated = [(row.name, spec(row, RunLayout.under(workdir / "calibration"), 1))
                   for row in systems]  # fmt: skip
     schedule, allotment = schedule_for(args, calibrated, workdir, budget)
+    runs = [[RunLayout.for_system(workdir, row.name, seed) for seed in range(1, args.seeds + 1)]
+            for row in systems]  # fmt: skip
+    jobs = [
+        (row, spec(row, layout, seed), layout)
+        for row, layouts in zip(systems, runs)
+        for seed, layout in enumerate(layouts, 1)
+    ]
+    parts: list[TrainRun] = []
+    if allotment.calibration is not None:
+        schedule, allotment, parts = train_first_parts(jobs, schedule, allotment, args.validations,
+                                                       workdir, budget, log)  # fmt: skip
+    extends = {run.layout.root: (run.fingerprint,) for run in parts if run.fingerprint}
     log(f"step 2/3: {len(systems)} systems x {args.seeds} seed(s), {schedule.describe()} "
         "each, then beam search on the test set and scoring")  # fmt: skip
-    layouts = []
-    for row in systems:
-        runs = [RunLayout.for_system(workdir, row.name, seed) for seed in range(1, args.seeds + 1)]
-        for seed, layout in enumerate(runs, 1):
-            run_system(row, spec(row, layout, seed), layout, test, schedule, log)
-        layouts.append(runs)
-    return layouts, allotment
+    trained = []
+    for row, job_spec, layout in jobs:
+        result = run_system(row, job_spec, layout, test, schedule, log,
+                            extends=extends.get(layout.root, ()))  # fmt: skip
+        trained.append(result.train)
+    if allotment.calibration is not None:
+        allotment = replace(allotment, budget_used_minutes=budget_used(
+            allotment.calibration, parts, trained))  # fmt: skip
+    return runs, allotment

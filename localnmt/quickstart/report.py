@@ -129,6 +129,10 @@ def _what_was_equal(run: QuickstartRun) -> str:
             how = (f"{allotment.minutes_per_system:.1f} min of budget per system, from each "
                    f"system's measured speed and validations; baseline "
                    f"{calibration.costs[0].updates_per_s:.2f} updates/s")  # fmt: skip
+        if allotment.replan:
+            how += (f"; planned again after {allotment.replan.part_updates} updates from the "
+                    "runs' own speeds, baseline "
+                    f"{allotment.replan.costs[0].updates_per_s:.2f} updates/s")  # fmt: skip
         return (f"each system is trained for the same number of updates, "
                 f"{allotment.updates_per_system} ({how}){runs}")  # fmt: skip
     return (f"each system is trained for the same wall-clock budget "
@@ -195,6 +199,11 @@ def write_markdown(workdir: Path, systems: list[SystemResult], run: QuickstartRu
         lines += ["", f"**Did not learn in this budget** (BLEU < {MIN_BLEU:g} or validation "
                   f"loss not falling in a run; shown in brackets, not a result): {names}. Give "
                   "it more time (`--budget-minutes`) or a faster machine."]  # fmt: skip
+    used = _allotment(run).budget_used_minutes
+    if used is not None:
+        over = 100 * (used / run.budget_minutes - 1)
+        lines += ["", f"Calibration and training took {used:.1f} min of the "
+                  f"{run.budget_minutes:g}-minute budget ({over:+.1f} %)."]  # fmt: skip
     lines += [
         "",
         f"Machine: {run.machine.describe()} at the start, load "

@@ -14,18 +14,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from localnmt.machine import MachineSummary
-from localnmt.quickstart.calibration import Calibration
+from localnmt.quickstart.calibration import Calibration, Replan
 
 
 @dataclass(frozen=True)
 class Allotment:
     """What every system got. Equal updates: ``updates_per_system`` (given, or calibrated:
-    then with the ``calibration`` and the budget's ``minutes_per_system`` it came from);
-    equal time: ``minutes_per_system`` of training."""
+    then with the ``calibration`` and the budget's ``minutes_per_system`` it came from, and
+    the ``replan`` after the runs' first parts that set the final number); equal time:
+    ``minutes_per_system`` of training. ``budget_used_minutes``: the calibration's and every
+    training's wall clock, when this process trained them all (None otherwise)."""
 
     minutes_per_system: float | None = None
     updates_per_system: int | None = None
     calibration: Calibration | None = None
+    replan: Replan | None = None
+    budget_used_minutes: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields that are known, in ``report.json``'s order."""
@@ -36,13 +40,19 @@ class Allotment:
             out["calibration"] = self.calibration.to_json()
         if self.updates_per_system is not None:
             out["updates_per_system"] = self.updates_per_system
+        if self.replan is not None:
+            out["replan"] = self.replan.to_json()
+        if self.budget_used_minutes is not None:
+            out["budget_used_minutes"] = self.budget_used_minutes
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Allotment:
-        calibration = data.get("calibration")
+        calibration, replan = data.get("calibration"), data.get("replan")
         return cls(data.get("minutes_per_system"), data.get("updates_per_system"),
-                   Calibration.from_json(calibration) if calibration else None)  # fmt: skip
+                   Calibration.from_json(calibration) if calibration else None,
+                   Replan.from_json(replan) if replan else None,
+                   data.get("budget_used_minutes"))  # fmt: skip
 
 
 @dataclass(frozen=True)

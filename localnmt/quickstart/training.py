@@ -32,6 +32,7 @@ from localnmt.runs.experiment import (
 )
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.run_specs import DecodeSpec, TrainSpec
+from localnmt.runs.train_run import TrainRun, train_run
 from localnmt.steps import StepRunner
 
 _PROGRESS = ("| valid |", "done training", "Stopping training")
@@ -41,15 +42,24 @@ _ECHO_EVERY = 250  # updates between echoed training-loss lines
 @dataclass(frozen=True)
 class Schedule:
     """How long each system trains: ``updates`` (equal updates) or ``minutes`` (equal wall
-    clock), with ``validations`` evenly spaced points on its learning curve."""
+    clock), with ``validations`` evenly spaced points on its learning curve (equal updates:
+    every ``every`` updates, by default ``updates // validations``, and at the end)."""
 
     validations: int
     updates: int | None = None
     minutes: float | None = None
+    every: int | None = None
 
     def __post_init__(self) -> None:
         if (self.updates is None) == (self.minutes is None):
             raise ValueError("a schedule is either updates or minutes")
+
+    @property
+    def interval(self) -> int:
+        """Updates between validations (equal updates)."""
+        if self.updates is None:
+            raise ValueError("an equal-time schedule validates by minutes")
+        return self.every or max(1, self.updates // self.validations)
 
     def describe(self) -> str:
         if self.updates is not None:
@@ -65,7 +75,7 @@ class Schedule:
             "--validate-interval", "100000", "--save-interval", "100000",
         ]  # fmt: skip
         if self.updates is not None:
-            every = max(1, self.updates // self.validations)
+            every = self.interval
             return [*common, "--max-update", str(self.updates),
                     "--validate-interval-updates", str(every),
                     "--save-interval-updates", str(every)]  # fmt: skip
@@ -97,6 +107,30 @@ def scheduled(spec: TrainSpec, layout: RunLayout, schedule: Schedule) -> TrainSp
     return spec.replace(extra=(*spec.extra, *schedule.fairseq_args(layout)))
 
 
+def progress_echo(log: Callable[[str], None]) -> Callable[[str], None]:
+    """What of fairseq's output the quickstart shows: every few hundred updates' training
+    line, the validations and the end."""
+
+    def progress(line: str) -> None:
+        updates = re.search(r"num_updates=(\d+)", line) if "train_inner" in line else None
+        echoed = updates is not None and int(updates.group(1)) % _ECHO_EVERY == 0
+        if echoed or any(key in line for key in _PROGRESS):
+            log("    " + line.split(" | ", 3)[-1][:150])
+
+    return progress
+
+
+def train_first_part(
+    row: CatalogRow, spec: TrainSpec, layout: RunLayout, schedule: Schedule,
+    log: Callable[[str], None],
+) -> TrainRun:  # fmt: skip
+    """Train (or reuse, or resume) the first part of one system's run (the step
+    ``train-part``; :mod:`localnmt.quickstart.replan`): ``schedule`` is that part's."""
+    log(f"{row.name}: first part, {schedule.describe()}")
+    return train_run(scheduled(spec, layout, schedule), layout, StepRunner(layout.root, log=log),
+                     name="train-part", log=log, on_line=progress_echo(log))  # fmt: skip
+
+
 def run_system(
     row: CatalogRow,
     spec: TrainSpec,
@@ -105,20 +139,17 @@ def run_system(
     schedule: Schedule,
     log: Callable[[str], None],
     decode: DecodeSpec | None = None,
+    extends: tuple[str, ...] = (),
 ) -> ExperimentResult:
-    """Train (or reuse, or resume) one system on ``schedule``, then translate the test set
-    with the last checkpoint and score it."""
-
-    def progress(line: str) -> None:
-        updates = re.search(r"num_updates=(\d+)", line) if "train_inner" in line else None
-        echoed = updates is not None and int(updates.group(1)) % _ECHO_EVERY == 0
-        if echoed or any(key in line for key in _PROGRESS):
-            log("    " + line.split(" | ", 3)[-1][:150])
+    """Train (or reuse, or resume) one system on ``schedule`` (going on from the run of
+    fingerprint in ``extends``, its first part, when that is in ``layout``), then translate
+    the test set with the last checkpoint and score it."""
 
     log(f"{row.name}: {schedule.describe()}, {schedule.validations} validations")
     result = train_and_score(
         scheduled(spec, layout, schedule), layout, StepRunner(layout.root, log=log),
-        evaluation=TranslationEvaluation(test, decode or DecodeSpec()), log=log, on_line=progress,
+        evaluation=TranslationEvaluation(test, decode or DecodeSpec()), log=log,
+        on_line=progress_echo(log), extends=extends,
     )  # fmt: skip
     assert result.scores is not None
     log(f"{row.name}: SacreBLEU {result.scores.bleu:.2f}")

@@ -13,7 +13,7 @@ of those changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
@@ -148,12 +148,16 @@ def train_and_score(
     log: Log = print,
     echo: bool = False,
     on_line: Callable[[str], None] | None = None,
+    extends: Collection[str] = (),
 ) -> ExperimentResult[R]:
     """Train (:func:`~localnmt.runs.train_run.train_run`: a :class:`TrainSpec`, or a GLUE
-    row's commands; steps of ``runner`` when one is given), then, when ``evaluation`` is
-    given, evaluate (a step ``evaluate`` of ``runner`` where the evaluation is one) and read
-    its typed result. ``rescore`` evaluates again even when nothing changed."""
-    trained = train_run(training, layout, runner, log=log, echo=echo, on_line=on_line)
+    row's commands; steps of ``runner`` when one is given; ``extends``: fingerprints of
+    shorter runs of the same training whose checkpoints it goes on from), then, when
+    ``evaluation`` is given, evaluate (a step ``evaluate`` of ``runner`` where the evaluation
+    is one) and read its typed result. ``rescore`` evaluates again even when nothing
+    changed."""
+    trained = train_run(training, layout, runner, log=log, echo=echo, on_line=on_line,
+                        extends=extends)  # fmt: skip
     if evaluation is None:
         return ExperimentResult(trained)
     step = evaluation.step(trained)

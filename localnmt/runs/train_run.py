@@ -31,7 +31,8 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -64,6 +65,10 @@ class TrainRun:
     command: list[str]
     #: the settings, when a :class:`TrainSpec` was trained (None: a GLUE row's commands)
     spec: TrainSpec | None = None
+    #: seconds of wall clock its launch took in this call (None: reused, or no step runner)
+    seconds: float | None = None
+    #: whether its (last) launch went on from checkpoints already in its save dir
+    resumed: bool = False
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -110,14 +115,18 @@ def run_params(spec: TrainSpec, gpus: int) -> dict:
     }
 
 
-def claim_checkpoints(layout: RunLayout, fp: str, params: object, log: Log) -> bool:
+def claim_checkpoints(
+    layout: RunLayout, fp: str, params: object, log: Log, extends: Collection[str] = ()
+) -> bool:
     """Before a run of fingerprint ``fp`` writes its checkpoints: those left by other settings
-    (``layout.started`` says whose they are) move to ``stale/<fingerprint>/``, never resumed;
-    then ``layout.started`` records ``fp``. True when an interrupted run of these settings
-    left a ``checkpoint_last.pt`` to resume (fairseq reads it from the save dir)."""
+    (``layout.started`` says whose they are) move to ``stale/<fingerprint>/``, never resumed,
+    unless they are a run this one ``extends`` (the same training to fewer updates); then
+    ``layout.started`` records ``fp``. True when an interrupted run of these settings, or the
+    run it extends, left a ``checkpoint_last.pt`` to resume (fairseq reads it from the save
+    dir)."""
     old = _stamp_fingerprint(layout.started)
     ckpt = layout.checkpoints
-    if ckpt.exists() and any(ckpt.iterdir()) and old != fp:
+    if ckpt.exists() and any(ckpt.iterdir()) and old != fp and old not in extends:
         dest = layout.stale(old)
         if dest.exists():
             shutil.rmtree(dest)
@@ -156,18 +165,20 @@ def training_step(
     outputs: list[Path],
     deps: tuple[str, ...] = (),
     log: Log = print,
+    extends: Collection[str] = (),
 ) -> tuple[str, bool]:
     """A training as a step of ``runner``: skipped when an identical run is done; else the
-    checkpoints of other settings are set aside (:func:`claim_checkpoints`) and ``launch``
-    runs, told whether an interrupted run of these settings is resumed. Returns the step's
-    fingerprint and whether it ran."""
+    checkpoints of other settings (but those of a run it ``extends``) are set aside
+    (:func:`claim_checkpoints`) and ``launch`` runs, told whether an interrupted run of these
+    settings (or the run it extends) is resumed. Returns the step's fingerprint and whether it
+    ran."""
     fp = runner.step_fingerprint(params, deps, inputs)
 
     def train() -> None:
         data = input_digests(inputs, runner.digest_cache)
         stamp = {**params, "data": data} if isinstance(params, dict) else {
             "params": params, "data": data}  # fmt: skip
-        resume = claim_checkpoints(layout, fp, stamp, log)
+        resume = claim_checkpoints(layout, fp, stamp, log, extends)
         if resume:
             log(f"  resuming from {layout.last_checkpoint}")
         launch(resume)
@@ -201,18 +212,26 @@ def train_run(
     log: Log = print,
     echo: bool = False,
     on_line: Callable[[str], None] | None = None,
+    extends: Collection[str] = (),
 ) -> TrainRun:
     """Train a :class:`TrainSpec` (:func:`spec_command`, the step ``name``) or a row's
     commands in order (a GLUE row: pre-training, then each fine-tuning), into ``layout``.
 
-    With ``runner``: each command is a step (skipped when an identical run is done). Without:
-    each runs, appending to its log. ``echo`` also copies fairseq's output to stdout,
-    ``on_line`` receives each of its lines (progress displays).
+    With ``runner``: each command is a step (skipped when an identical run is done); one
+    whose save dir holds the checkpoints of a run of fingerprint in ``extends`` (the same
+    training with a lower ``--max-update``, under a schedule that does not depend on it)
+    resumes them instead of setting them aside. Without: each runs, appending to its log.
+    ``echo`` also copies fairseq's output to stdout, ``on_line`` receives each of its lines
+    (progress displays).
     Raises :class:`~localnmt.errors.TrainFailed` when fairseq fails."""
     spec = training if isinstance(training, TrainSpec) else None
     commands = [spec_command(spec, layout, name)] if spec is not None else list(training)
 
+    resumed = False
+
     def launch(command: TrainCommand, resume: bool) -> None:
+        nonlocal resumed
+        resumed = resume
         if command.show_command:
             log(f"  {command.what}: $ {shlex.join(command.cmd)}")
         launch_logged(command.cmd, command.layout.train_log, resume=resume, what=command.what,
@@ -226,14 +245,16 @@ def train_run(
                 launch(command, resume=True)
         return TrainRun(layout, None, True, commands[-1].cmd, spec)
 
-    fp, ran = None, False
+    fp, ran, seconds = None, False, 0.0
     for command in commands:
+        start = time.monotonic()
         fp, ran_now = training_step(runner, command.layout, partial(launch, command),
                                     name=command.name, params=command.params,
                                     inputs=command.inputs, outputs=command.outputs,
-                                    deps=command.deps, log=log)  # fmt: skip
+                                    deps=command.deps, log=log, extends=extends)  # fmt: skip
+        seconds += time.monotonic() - start
         ran = ran or ran_now
-    return TrainRun(layout, fp, ran, commands[-1].cmd, spec)
+    return TrainRun(layout, fp, ran, commands[-1].cmd, spec, seconds if ran else None, resumed)
 
 
 def _stamp_fingerprint(stamp: Path) -> str | None:

@@ -1,6 +1,7 @@
 """The quickstart end to end on a tiny corpus and budget: report.json's schema, the learning
-curves and intervals filled, every system trained for the calibrated number of updates, and
-an unchanged rerun that reuses every step."""
+curves and intervals filled, every system trained for the same number of updates (planned
+from the calibration, then again after a first part of every run), and an unchanged rerun
+that reuses every step."""
 
 import json
 import subprocess
@@ -30,7 +31,11 @@ def test_quickstart_end_to_end(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "w" / "report.json").read_text())
     assert report["budget_minutes"] == 0.5 and report["equal"] == "updates"
     calibrated = report["updates_per_system"]
-    assert calibrated == report["calibration"]["updates"] >= 10
+    # every run trained a first part, then went on to the updates planned again after it
+    part = report["replan"]["part_updates"]
+    assert 0 < part < calibrated == report["replan"]["updates"]
+    assert part < report["calibration"]["updates"] and len(report["replan"]["runs"]) == 2
+    assert 0 < report["budget_used_minutes"] < report["elapsed_minutes"]
     measured = report["calibration"]["systems"]  # every system's speed and validation cost
     assert len(measured) == 2 and all(m["updates_per_s"] > 0 for m in measured)
     assert all(m["validation_s"] > 0 for m in measured)
@@ -58,3 +63,7 @@ def test_quickstart_end_to_end(tmp_path: Path) -> None:
     assert "[run ]" not in again.stdout  # calibration, trainings and translations reused
     # a calibration run per system, then each system's training
     assert again.stdout.count("[skip] train:") == 4 and again.stdout.count("[skip] evaluate:") == 2
+    assert again.stdout.count("[skip] train-part:") == 2 and "[skip] replan:" in again.stdout
+    assert json.loads((tmp_path / "w" / "report.json").read_text())["updates_per_system"] == (
+        calibrated
+    )

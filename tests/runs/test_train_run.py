@@ -9,11 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from localnmt.errors import UsageError
 from localnmt.runs.layout import RunLayout
 from localnmt.runs.run_specs import TrainSpec
 from localnmt.runs.train_run import claim_checkpoints, run_params, train_run
+from localnmt.safe_load import load_checkpoint
 from localnmt.steps import StepRunner
 from localnmt.testing import make_tiny_corpus, preprocess
 
@@ -70,12 +72,13 @@ def test_fingerprint_covers_the_data_bytes_not_its_place(data_bin, tmp_path) -> 
     assert _fingerprint(swapped, tmp_path) != base
 
 
-def _train(run_dir: Path, data_bin: Path, max_update: int, messages: list[str]):
+def _train(run_dir: Path, data_bin: Path, max_update: int, messages: list[str], **step):
     layout = RunLayout.under(run_dir)
     spec = TrainSpec(data=str(data_bin), save_dir=str(layout.checkpoints), arch="transformer",
                      size="tiny", layers=1, cpu=True, user_dir="none", max_update=max_update,
                      extra=("--seed", "1"))  # fmt: skip
-    return train_run(spec, layout, StepRunner(run_dir, log=messages.append), log=messages.append)
+    return train_run(spec, layout, StepRunner(run_dir, log=messages.append), log=messages.append,
+                     **step)  # fmt: skip
 
 
 def test_rerun_skips_changed_setting_retrains_interrupted_resumes(data_bin, tmp_path) -> None:
@@ -135,3 +138,42 @@ def test_claim_checkpoints_moves_other_settings_and_keeps_an_interrupted_run(tmp
     assert (run / "stale" / "A" / "checkpoint_last.pt").read_text() == "interrupted A"
     assert json.loads(stamp.read_text())["fingerprint"] == "B"
     assert len(said) == 2 and all("settings changed" in m for m in said)
+
+
+def test_a_longer_run_goes_on_from_the_run_it_extends_only(tmp_path) -> None:
+    run, ckpt = tmp_path / "run", tmp_path / "run" / "ck"
+    layout, stamp = RunLayout(run, ckpt, run / "train.log", name="a"), run / "a.started.json"
+    said: list[str] = []
+    assert claim_checkpoints(layout, "A-to-600", ["a"], said.append) is False  # a first part
+    ckpt.mkdir(parents=True)
+    (ckpt / "checkpoint_last.pt").write_text("A at 600 updates")
+    # the same training to 800 updates goes on from the first part's checkpoint
+    assert claim_checkpoints(layout, "A-to-800", ["a"], said.append, ("A-to-600",)) is True
+    assert (ckpt / "checkpoint_last.pt").read_text() == "A at 600 updates" and not said
+    assert json.loads(stamp.read_text())["fingerprint"] == "A-to-800"
+    # a run that extends another fingerprint still sets these checkpoints aside
+    assert claim_checkpoints(layout, "B-to-800", ["b"], said.append, ("B-to-600",)) is False
+    assert (run / "stale" / "A-to-800" / "checkpoint_last.pt").read_text() == "A at 600 updates"
+    assert len(said) == 1 and "settings changed" in said[0]
+
+
+def test_a_run_goes_on_from_its_first_part(data_bin, tmp_path) -> None:
+    """The quickstart's first part, then the rest (``extends``): the part is the run's first
+    updates, and the rest loads its weights, optimizer and schedule. (Not bitwise the run in
+    one: fairseq builds a resumed run's batches anew, breaking ties between sentences of one
+    length with a seed that counts the epoch, so later batches group other sentences.)"""
+    straight = _train(tmp_path / "straight", data_bin, 4, [])
+    messages: list[str] = []
+    part = _train(tmp_path / "split", data_bin, 4, messages, name="train-part")
+    assert part.ran and not part.resumed and part.seconds is not None
+    at_part = load_checkpoint(part.checkpoint)
+    for name, weight in load_checkpoint(straight.checkpoint)["model"].items():
+        assert torch.equal(weight, at_part["model"][name]), name
+    rest = _train(tmp_path / "split", data_bin, 7, messages, extends=(part.fingerprint,))
+    assert rest.ran and rest.resumed and rest.fingerprint != part.fingerprint
+    assert not any("settings changed" in m for m in messages)
+    assert "@ 4 updates)" in rest.log.read_text().split("Loaded checkpoint")[1].splitlines()[0]
+    final = load_checkpoint(rest.checkpoint)
+    assert final["optimizer_history"][-1]["num_updates"] == 7
+    adam = final["last_optimizer_state"]["state"]
+    assert {int(state["step"]) for state in adam.values()} == {7}  # Adam went on, not anew

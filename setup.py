@@ -63,9 +63,10 @@ setup(
     packages=[*find_packages(include=["localnmt", "localnmt.*"]), "localnmt.configs"],
     package_dir={"localnmt.configs": "configs"},
     package_data={"localnmt.configs": ["*.yaml"]},
-    # Three small C kernels without torch headers: GMM cross-attention's decoding step
+    # Four small C kernels without torch headers: GMM cross-attention's decoding step
     # (localnmt/attention/fast/gmm_step.py), its mixture forward and backward
-    # (fast/gmm_mixture.py) and band attention on the CPU (fast/band.py).
+    # (fast/gmm_mixture.py), band attention on the CPU (fast/band.py) and attention with
+    # relative positions on the CPU (fast/relative.py).
     # Optional: where they do not build (no C compiler), the same numbers come from torch ops.
     ext_modules=[
         Extension(
@@ -83,6 +84,7 @@ setup(
             ("_gmm_step", "gmm_step.c"),
             ("_gmm_mixture", "gmm_mixture.c"),
             ("_band", "band.c"),
+            ("_relative", "relative.c"),
         )
     ],
     cmdclass={"build_ext": BuildExt},

@@ -13,6 +13,7 @@ from localnmt.attention.context import (
     AttentionSite,
     BandMask,
     QuadraticBias,
+    RelativeTerms,
 )
 from localnmt.attention.modifier import (
     AttentionModifier,
@@ -32,6 +33,7 @@ __all__ = [
     "BandMask",
     "LocalAttention",
     "QuadraticBias",
+    "RelativeTerms",
     "SpecError",
     "get_modifier",
     "modifier_names",

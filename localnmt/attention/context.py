@@ -91,6 +91,38 @@ class QuadraticBias:
         return a, shift, b + 2 * a * shift
 
 
+@dataclass(frozen=True)
+class RelativeTerms:
+    """Relative key and value rows of one call (Shaw et al. 2018, eqs. 3-5), kept structured:
+    ``a^K_ij = key_table[buckets_ij]`` and ``a^V_ij = value_table[buckets_ij]``, tables
+    ``(R, d)``, ``buckets`` int64 ``(B, 1, Tq, Tk)`` (``clip(j − i, k) + k``).
+
+    As a bias it is ``q_i · a^K_ij`` (:meth:`bias`); where its method's value term
+    ``Σ_j α_ij a^V_ij`` (:meth:`value_term`) is the call's only one, the pipeline hands both
+    to the kernels with the problem (``AttentionProblem.relative_values``), so that a kernel
+    can add them inside its own loops instead of materialising either."""
+
+    key_table: Tensor
+    value_table: Tensor
+    buckets: Tensor
+
+    def bias(self, q: Tensor) -> Tensor:
+        """``q_i · a^K_ij`` for ``q`` ``(B, H, Tq, d)`` (pre-scaled), float32 ``(B, H, Tq, Tk)``:
+        the products with all ``R`` rows, then the row of each pair."""
+        scores = torch.matmul(q.to(self.key_table.dtype), self.key_table.t()).float()
+        idx = self.buckets.expand(scores.size(0), scores.size(1), *self.buckets.shape[2:])
+        return scores.gather(-1, idx)
+
+    def value_term(self, probs: Tensor, dtype: torch.dtype) -> Tensor:
+        """``Σ_j α_ij a^V_ij`` for ``probs`` ``(B, H, Tq, Tk)``: the probabilities summed per
+        bucket, times the value table; in ``dtype``."""
+        idx = self.buckets.expand(*probs.shape)
+        size = self.value_table.size(0)
+        per_bucket = probs.float().new_zeros(*probs.shape[:3], size)
+        per_bucket = per_bucket.scatter_add(-1, idx, probs.float())
+        return torch.matmul(per_bucket.to(self.value_table.dtype), self.value_table).to(dtype)
+
+
 @dataclass
 class BandMask:
     """Allow key ``j`` for query ``i`` iff ``-left <= pos(j) - pos(i) <= right`` (positions in

@@ -84,6 +84,8 @@ class Kernel(Generic[P]):
     check: Check | None = None
     #: takes problems whose keys serve groups of queries (beam search's shared source)
     shares_source: bool = False
+    #: takes attention problems with a relative value term (``AttentionProblem.relative_values``)
+    relative_values: bool = False
 
 
 def found_reasons(found: Iterable[str] | str | None, every: bool = True) -> list[str]:
@@ -190,7 +192,7 @@ def registries() -> list[KernelRegistry]:
 class KernelRegistry(Generic[P]):
     """Kernels for one kind of problem, tried in order, and the reference path after them.
 
-    ``common_reason(shares_source, problem)`` is a reason that applies to every kernel of the
+    ``common_reason(kernel, problem)`` is a reason that applies to every kernel of the
     registry alike (None: none); ``describe(problem)`` a short text of the problem."""
 
     def __init__(
@@ -199,7 +201,7 @@ class KernelRegistry(Generic[P]):
         reference_name: str,
         reference: Callable[[P], Tensor],
         describe: Callable[[P], str],
-        common_reason: Callable[[bool, P], str | None] | None = None,
+        common_reason: Callable[[Kernel[P], P], str | None] | None = None,
     ):
         self.op, self.reference_name, self.reference = op, reference_name, reference
         self.describe, self.common_reason = describe, common_reason
@@ -207,13 +209,18 @@ class KernelRegistry(Generic[P]):
         _REGISTRIES.append(self)
 
     def register(
-        self, name: str, *, check: Check | None = None, shares_source: bool = False
+        self,
+        name: str,
+        *,
+        check: Check | None = None,
+        shares_source: bool = False,
+        relative_values: bool = False,
     ) -> Callable[[Callable[[P], Tensor | Declined | None]], Callable]:
         """Decorator on a kernel's ``run``: add it, after the kernels registered before (a
         kernel of the same name is replaced in its place); :meth:`arrange` sets the order."""
 
         def wrap(run: Callable[[P], Tensor | Declined | None]) -> Callable:
-            kernel = Kernel(name, run, check, shares_source)
+            kernel = Kernel(name, run, check, shares_source, relative_values)
             names = self.names()
             if name in names:
                 self._kernels[names.index(name)] = kernel
@@ -261,7 +268,7 @@ class KernelRegistry(Generic[P]):
         decline)."""
         found = []
         if self.common_reason is not None:
-            common = self.common_reason(kernel.shares_source, problem)
+            common = self.common_reason(kernel, problem)
             if common is not None:
                 if not every:
                     return [common]

@@ -33,6 +33,7 @@ from localnmt.attention.context import (
     AttentionSite,
     BandMask,
     QuadraticBias,
+    RelativeTerms,
 )
 from localnmt.errors import UsageError
 
@@ -131,8 +132,9 @@ class AttentionModifier(nn.Module):
     def transform(self, ctx: AttentionContext) -> None:
         """Change ``ctx.q`` / ``ctx.k`` / ``ctx.v`` (and positions) in place."""
 
-    def bias(self, ctx: AttentionContext) -> Tensor | QuadraticBias | None:
-        """Additive logit bias, float32, broadcastable to ``(B, H, Tq, Tk)``."""
+    def bias(self, ctx: AttentionContext) -> Tensor | QuadraticBias | RelativeTerms | None:
+        """Additive logit bias, float32, broadcastable to ``(B, H, Tq, Tk)`` (or structured:
+        :class:`QuadraticBias`, :class:`RelativeTerms`)."""
         return None
 
     def restrict(self, ctx: AttentionContext) -> Tensor | BandMask | None:
@@ -162,6 +164,13 @@ class AttentionModifier(nn.Module):
     def value_term_needed(self, ctx: AttentionContext) -> bool:
         """Whether this call needs :meth:`value_term` (and so the probabilities)."""
         return True
+
+    def relative_terms(self, ctx: AttentionContext) -> RelativeTerms | None:
+        """The :class:`RelativeTerms` whose :meth:`~RelativeTerms.value_term` is this method's
+        :meth:`value_term` in this call (the same object its :meth:`bias` gave), or None. Where
+        it is the call's only value term, the pipeline hands it to the kernels instead of
+        calling :meth:`value_term`."""
+        return None
 
     def output_term(self, ctx: AttentionContext, out: Tensor) -> Tensor | None:
         """A ``(B, H, Tq, d)`` term added to the attention output ``out`` (``probs @ v`` with

@@ -312,6 +312,12 @@ class LocalAttention(MultiheadParameters):
         needed (weights, post-softmax modifiers, value terms, recording), else a kernel."""
         post_mods = self._uses("post")
         value_mods = [m for m in self._uses("value_term") if m.value_term_needed(ctx)]
+        if (problem.relative is not None and not post_mods and problem.dropout_p == 0.0
+                and len(value_mods) == 1
+                and value_mods[0].relative_terms(ctx) is problem.relative):  # fmt: skip
+            # relative positions' bias and value term are the problem's: kernels may take them
+            # (with attention dropout the dense path runs the layer's own dropout module)
+            problem.relative_values, value_mods = True, []
         if not (need_weights or value_mods or self.recording):
             if not post_mods:
                 return fast_attention(problem), None

@@ -28,10 +28,12 @@ from localnmt.attention.context import (
     BandMask,
     CallPositions,
     QuadraticBias,
+    RelativeTerms,
 )
 from localnmt.attention.deferred import TensorSlot, stored_shape
 from localnmt.attention.dispatch import (
     Declined,
+    Kernel,
     KernelCall,
     KernelDeclined,
     KernelRegistry,
@@ -91,6 +93,13 @@ class AttentionProblem:
     bands: list[BandMask] = field(default_factory=list)
     dense_bias: Tensor | None = None
     quadratic: list[QuadraticBias] = field(default_factory=list)
+    #: Shaw et al.'s relative key rows as a bias ``q_i · a^K_ij`` (one method's, structured)
+    relative: RelativeTerms | None = None
+    #: whether the output also takes ``relative``'s value term ``Σ_j α_ij a^V_ij`` (eq. 3 of
+    #: Shaw et al.): set by the pipeline where it is the call's only value term and no
+    #: attention dropout is active (the layer's own dropout module then runs on the dense
+    #: path). Only kernels registered with ``relative_values=True`` take such a problem.
+    relative_values: bool = False
     dropout_p: float = 0.0
     key_group: int = 1
     #: The padding mask as the layer received it, before any transform (2D-CSAN repeats it per
@@ -140,11 +149,14 @@ class AttentionProblem:
 
     @property
     def has_bias(self) -> bool:
-        return self.dense_bias is not None or bool(self.quadratic)
+        return self.dense_bias is not None or bool(self.quadratic) or self.relative is not None
 
     def total_bias(self) -> Tensor | None:
         """All biases as one float32 tensor broadcastable to ``(B, H, Tq, Tk)``."""
         bias = self.dense_bias
+        if self.relative is not None:
+            relative = self.relative.bias(self.q)
+            bias = relative if bias is None else bias + relative
         for quad in self.quadratic:
             dense = quad.dense(self._positions())
             bias = dense if bias is None else bias + dense
@@ -270,19 +282,26 @@ def dropped_product(
     problem: AttentionProblem, probs: Tensor, dropout: Callable[[Tensor], Tensor] | None = None
 ) -> tuple[Tensor, Tensor]:
     """``(dropout(p) @ v, dropout(p))``: one dropout mask, returned for terms that must use
-    the same dropped probabilities (value terms)."""
+    the same dropped probabilities (value terms); with ``relative_values``, the relative value
+    term of those probabilities added."""
     used = probs.type_as(problem.v)
     if dropout is not None:
         used = dropout(used)
-    return grouped_matmul(used, problem.v, problem.key_group), used
+    out = grouped_matmul(used, problem.v, problem.key_group)
+    if problem.relative_values:
+        assert problem.relative is not None
+        out = out + problem.relative.value_term(used, problem.v.dtype)
+    return out, used
 
 
-def _shared_source_reason(kernel_shares_source: bool, problem: AttentionProblem) -> str | None:
-    if problem.key_group > 1 and not kernel_shares_source:
+def _common_reason(kernel: Kernel, problem: AttentionProblem) -> str | None:
+    if problem.key_group > 1 and not kernel.shares_source:
         return (
             f"keys shared by groups of {problem.key_group} queries (beam search's shared "
             "source): only shared_source takes them"
         )
+    if problem.relative_values and not kernel.relative_values:
+        return "relative value term (Shaw et al.'s a^V) needs the probabilities"
     return None
 
 
@@ -292,7 +311,7 @@ REGISTRY: KernelRegistry[AttentionProblem] = KernelRegistry(
     "attention",
     reference_name="dense",
     reference=lambda problem: dense_attention(problem)[0],
-    common_reason=_shared_source_reason,
+    common_reason=_common_reason,
     describe=AttentionProblem.describe,
 )
 register_kernel = REGISTRY.register

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from localnmt.attention.context import AttentionContext, BandMask, QuadraticBias
+from localnmt.attention.context import AttentionContext, BandMask, QuadraticBias, RelativeTerms
 from localnmt.attention.deferred import stored, stored_shape
 from localnmt.attention.modifier import AttentionModifier, apply_head_selection
 from localnmt.attention.problem import AttentionProblem
@@ -78,11 +78,18 @@ def add_attn_mask(problem: AttentionProblem, attn_mask: Tensor | None, causal_si
 
 
 def add_bias(
-    problem: AttentionProblem, modifier: AttentionModifier, bias: Tensor | QuadraticBias | None
+    problem: AttentionProblem,
+    modifier: AttentionModifier,
+    bias: Tensor | QuadraticBias | RelativeTerms | None,
 ) -> None:
-    """A modifier's logit bias (dense float32 or quadratic), on its heads only."""
+    """A modifier's logit bias (dense float32, quadratic or relative), on its heads only."""
     if bias is None:
         return
+    if isinstance(bias, RelativeTerms):
+        if modifier.head_selection is None and problem.relative is None:
+            problem.relative = bias
+            return
+        bias = bias.bias(problem.q)
     if isinstance(bias, QuadraticBias):
         if modifier.head_selection is not None:
             bias = QuadraticBias(

@@ -22,6 +22,7 @@ from localnmt.attention.fast import (  # noqa: F401  (each registers its kernels
     flex,
     gaussian_fold,
     gmm_mixture,
+    relative,
     sdpa,
     shared_source_sdpa,
 )
@@ -32,6 +33,7 @@ ATTENTION_ORDER = (
     "flex",  # FlexAttention block masks for windows and Gaussians (CUDA)
     "band",  # windows in O(T·w): C on the CPU, query blocks elsewhere (no bias)
     "gaussian_fold",  # Gaussian biases as two extra q/k dimensions for SDPA (band takes none)
+    "relative",  # relative position terms (Shaw et al.) inside the loops: C on the CPU
     "sdpa",  # fused SDPA with a materialised mask: takes almost anything
 )
 #: The mixture kernels of GMM cross-attention (``MixtureProblem``; the torch ops after).
@@ -44,4 +46,12 @@ problem.REGISTRY.arrange(ATTENTION_ORDER)
 mixture.REGISTRY.arrange(MIXTURE_ORDER)
 
 #: The kernel modules (tests check that each registers a kernel).
-KERNEL_MODULES = ("shared_source_sdpa", "flex", "band", "gaussian_fold", "sdpa", "gmm_mixture")
+KERNEL_MODULES = (
+    "shared_source_sdpa",
+    "flex",
+    "band",
+    "gaussian_fold",
+    "relative",
+    "sdpa",
+    "gmm_mixture",
+)

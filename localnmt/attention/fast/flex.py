@@ -218,7 +218,7 @@ def check(problem: AttentionProblem) -> Iterator[str]:
         yield "no window (band) restricts the keys"
     if problem.allowed is not None:
         yield "a dense mask (SDPA takes it)"
-    if problem.dense_bias is not None:
+    if problem.dense_bias is not None or problem.relative is not None:
         yield "a dense bias (SDPA takes it)"
     if problem.dropout_p > 0:
         yield "attention dropout (FlexAttention has none)"

@@ -59,7 +59,7 @@ def check(problem: AttentionProblem) -> Iterator[str]:
     """Every reason the fold cannot take ``problem``."""
     if not problem.quadratic:
         yield "no Gaussian (quadratic) bias to fold"
-    if problem.dense_bias is not None:
+    if problem.dense_bias is not None or problem.relative is not None:
         yield "a dense bias"
     if problem.q.dtype != torch.float32:
         dtype = str(problem.q.dtype).removeprefix("torch.")

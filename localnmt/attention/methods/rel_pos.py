@@ -17,10 +17,13 @@ attention, with the distance between source position j and target step i, so ``c
 valid site here too. That code has a 2k-row table (distances −k..k−1); we keep Shaw's 2k+1 rows
 (−k..k). Sizes: 2·33·64 = 4,224 parameters per layer: +0.05M for the 12 self-attention layers
 of a base model, +0.08M with the 6 cross-attention layers (Yang et al. Table 4: +0.1M from
-rounded totals). The value term needs the probabilities, so a layer with rel_pos runs the
-dense reference path, except in a decoding step: with one query per row, ``a^K_ij`` and
-``a^V_ij`` depend on ``j`` alone, and eqs. 3–4 are plain attention over ``k_j + a^K_ij`` and
-``v_j + a^V_ij``, which any kernel computes (:meth:`RelativePosition.key_value_terms`).
+rounded totals). The value term needs the probabilities. So the bias and the value term go
+to the kernels together, as :class:`~localnmt.attention.context.RelativeTerms` (tables and
+buckets): on the CPU a C kernel adds both inside its loops (``fast/relative.py``); elsewhere,
+or combined with another value term, the dense reference path runs. In a decoding step, with
+one query per row, ``a^K_ij`` and ``a^V_ij`` depend on ``j`` alone, and eqs. 3–4 are plain
+attention over ``k_j + a^K_ij`` and ``v_j + a^V_ij``, which any kernel computes
+(:meth:`RelativePosition.key_value_terms`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from localnmt.attention.context import AttentionContext, AttentionSite, CacheKey
+from localnmt.attention.context import AttentionContext, AttentionSite, CacheKey, RelativeTerms
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 
 
@@ -121,19 +124,29 @@ class RelativePosition(AttentionModifier):
 
         return ctx.cache.get(CacheKey[Tensor]("rel_pos buckets", k), build)
 
-    def bias(self, ctx: AttentionContext) -> Tensor | None:
-        """``q_i · a^K_ij`` (q is already scaled by 1/√d), float32 ``(B, H, Tq, Tk)``; None
-        where the call folded it into the keys (:meth:`key_value_terms`)."""
+    def relative_terms(self, ctx: AttentionContext) -> RelativeTerms | None:
+        """The tables and buckets of this call (one object per call: the bias and the value
+        term share it); None in a decoding step of one query per row (:meth:`step_buckets`)
+        or where the call folded the terms into the keys and values."""
+        if self._folded(ctx) or self.step_buckets(ctx) is not None:
+            return None
+        return ctx.cache.get(
+            CacheKey[RelativeTerms]("rel_pos terms", id(self)),
+            lambda: RelativeTerms(self.rel_key.weight, self.rel_value.weight, self.buckets(ctx)),
+        )
+
+    def bias(self, ctx: AttentionContext) -> Tensor | RelativeTerms | None:
+        """``q_i · a^K_ij`` (q is already scaled by 1/√d): the :class:`RelativeTerms`, which
+        the problem computes or hands to a kernel; in a decoding step of one query per row,
+        float32 ``(B, H, 1, Tk)``; None where the call folded it into the keys
+        (:meth:`key_value_terms`)."""
         if self._folded(ctx):
             return None
-        table = self.rel_key.weight
         step = self.step_buckets(ctx)
-        if step is not None:  # q_i · w^K_b(j) with the rows a^K_ij = w^K_b(j) gathered first
-            return torch.matmul(ctx.q.to(table.dtype), table.index_select(0, step).t()).float()
-        scores = torch.matmul(ctx.q.to(table.dtype), table.t()).float()  # (B, H, Tq, 2k+1)
-        idx = self.buckets(ctx)
-        idx = idx.expand(scores.size(0), scores.size(1), idx.size(2), idx.size(3))
-        return scores.gather(-1, idx)
+        if step is None:
+            return self.relative_terms(ctx)
+        table = self.rel_key.weight  # q_i · w^K_b(j) with the rows a^K_ij = w^K_b(j) gathered
+        return torch.matmul(ctx.q.to(table.dtype), table.index_select(0, step).t()).float()
 
     def value_term(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         """``Σ_j α_ij a^V_ij``: probabilities summed per distance bucket, times w^V (one
@@ -142,12 +155,9 @@ class RelativePosition(AttentionModifier):
         step = self.step_buckets(ctx)
         if step is not None:
             return torch.matmul(probs.to(table.dtype), table.index_select(0, step)).to(ctx.v.dtype)
-        idx = self.buckets(ctx)
-        idx = idx.expand(probs.size(0), probs.size(1), idx.size(2), idx.size(3))
-        size = self.rel_value.num_embeddings
-        per_bucket = probs.float().new_zeros(*probs.shape[:3], size)
-        per_bucket = per_bucket.scatter_add(-1, idx, probs.float())
-        return torch.matmul(per_bucket.to(table.dtype), table).to(ctx.v.dtype)
+        terms = self.relative_terms(ctx)
+        assert terms is not None  # not folded: value_term_needed
+        return terms.value_term(probs, ctx.v.dtype)
 
 
 @functools.lru_cache(maxsize=256)

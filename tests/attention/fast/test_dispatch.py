@@ -10,6 +10,7 @@ from helpers.attention import make_attention, mixed_padding
 
 from localnmt.attention import dispatch
 from localnmt.attention.fast.native import c_band as native_band
+from localnmt.attention.fast.native import c_relative as native_relative
 from localnmt.attention.problem import REGISTRY, dense_attention, kernel_names, register_kernel
 
 SPECS = [  # (site, spec): every family, with windows, biases, post stages and value terms
@@ -72,7 +73,13 @@ def test_the_trace_reports_the_expected_kernels():
         ["C"] if native_band.ENABLED else ["blocked, chunked fused CPU op"]
     )
     rel = run_traced("encoder_self", "rel_pos", 9)[0].calls
-    assert [c.kernel for c in rel] == ["dense"] and rel[0].detail == ["value term of rel_pos"]
+    if native_relative.ENABLED:
+        assert [c.kernel for c in rel] == ["relative"] and rel[0].detail == ["C"]
+    else:
+        assert [c.kernel for c in rel] == ["dense"]
+        assert rel[0].declined["relative"] == ["the C extension localnmt._relative is not built"]
+    for kernel in ("shared_source", "band", "gaussian_fold", "sdpa"):  # the value term: C only
+        assert rel[0].declined[kernel][0].startswith("relative value term")
     gmm = run_traced("cross", "gmm", 9)[0]
     assert gmm.kernels("attention") == ["sdpa"] and len(gmm.kernels("gmm mixture")) == 1
 

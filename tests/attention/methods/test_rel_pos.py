@@ -80,7 +80,7 @@ def test_encoder_matches_plain_equations(left, clip):
 def test_attention_dropout_is_one_mask_for_both_terms_of_eq_3():
     """With attention dropout, α·v and α·a^V use the same dropped α (eq. 3 has one α):
     the dropout runs once per call, and the output is eq. 3 with that mask."""
-    att = make_attention("encoder_self", "rel_pos[clip=2]")
+    att = make_attention("encoder_self", "rel_pos[clip=2]").train()  # dropout in training
     att.dropout_module = dropout = RecordingDropout(0.4)
     mask = padding([T, 5, 1], T, left=True)
     x = torch.randn(T, B, C)

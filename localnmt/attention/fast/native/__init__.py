@@ -28,7 +28,12 @@ from torch import Tensor
 from localnmt.cbuild import load_extension, source_digest
 
 #: ``(module name, C source)`` of every optional extension.
-EXTENSIONS = (("_band", "band.c"), ("_gmm_mixture", "gmm_mixture.c"), ("_gmm_step", "gmm_step.c"))
+EXTENSIONS = (
+    ("_band", "band.c"),
+    ("_gmm_mixture", "gmm_mixture.c"),
+    ("_gmm_step", "gmm_step.c"),
+    ("_relative", "relative.c"),
+)
 
 _pool: ThreadPoolExecutor | None = None
 _pool_key = (0, 0)  # (process id, workers): a forked child must not reuse its parent's pool

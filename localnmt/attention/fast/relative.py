@@ -1,0 +1,60 @@
+"""Kernel ``relative``: attention with Shaw et al.'s relative position terms on the CPU, in C
+(``native/c_relative.py``): the bias ``q_i·a^K_ij`` and the value term ``Σ_j α_ij a^V_ij``
+are added inside the kernel's loops, so neither the ``(Tq, Tk)`` logits nor the
+probabilities are materialised, and one call replaces the dense path's dozen small ops
+forward and backward.
+
+It takes only problems with relative value terms (``AttentionProblem.relative_values``): the
+call's one value term is the relative one, and every other restriction is padding or the
+causal triangle. Elsewhere the dense reference runs, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor
+
+from localnmt.attention import dispatch
+from localnmt.attention.deferred import stored_shape
+from localnmt.attention.fast.native import c_relative
+from localnmt.attention.problem import AttentionProblem, Declined, register_kernel
+
+
+def check(problem: AttentionProblem) -> Iterator[str]:
+    """Every reason the C kernel cannot take ``problem``."""
+    if not problem.relative_values or problem.relative is None:
+        yield "no relative value term (the other kernels take the problem)"
+    if not c_relative.ENABLED:
+        yield "the C extension localnmt._relative is not built"
+    if problem.q.device.type != "cpu":
+        yield "CPU only"
+    if problem.q.dtype != torch.float32:
+        yield f"{str(problem.q.dtype).removeprefix('torch.')} inputs (C runs float32)"
+    if problem.dropout_p > 0:
+        yield "attention dropout"
+    if problem.allowed is not None or problem.bands:
+        yield "restrictions other than padding and the causal triangle"
+    if problem.dense_bias is not None or problem.quadratic:
+        yield "another bias beside the relative one"
+    if problem.stacked_groups != 1 or problem.head_area is not None:
+        yield "stacked key groups"
+    tk = stored_shape(problem, "k")[2]
+    if problem.causal and problem.q.size(2) > tk:
+        yield "more queries than keys under the causal triangle"
+
+
+@register_kernel("relative", check=check, relative_values=True)
+def relative_kernel(problem: AttentionProblem) -> Tensor | Declined:
+    """Shaw et al.'s eqs. 3-5 in one C call forward and one backward."""
+    terms = problem.relative
+    assert terms is not None
+    out = c_relative.c_relative_attention(
+        problem.q, problem.k, problem.v, terms.key_table, terms.value_table, terms.buckets,
+        problem.key_padding_mask, problem.causal,
+    )  # fmt: skip
+    if out is None:
+        return Declined("tensors the C kernel does not take (torch.func, a subclass)")
+    dispatch.note("C")
+    return out

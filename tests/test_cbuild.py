@@ -9,8 +9,7 @@ import shutil
 import pytest
 
 from localnmt import cbuild
-
-EXTENSIONS = [("_band", "band.c"), ("_gmm_mixture", "gmm_mixture.c"), ("_gmm_step", "gmm_step.c")]
+from localnmt.attention.fast.native import EXTENSIONS
 
 
 def built(name: str):

@@ -26,7 +26,12 @@ def test_json_of_a_passing_run(capsys, tmp_path):
     assert json.loads(out_file.read_text()) == doc
     env = doc["environment"]
     assert env["torch"] == torch.__version__ and env["device"]["type"] == "cpu"
-    assert {e["name"] for e in env["c_extensions"]} == {"_band", "_gmm_mixture", "_gmm_step"}
+    assert {e["name"] for e in env["c_extensions"]} == {
+        "_band",
+        "_gmm_mixture",
+        "_gmm_step",
+        "_relative",
+    }
     assert {e["state"] for e in env["c_extensions"]} <= {"built", "stale", "missing"}
     assert isinstance(env["flex_attention"]["available"], bool) and env["flex_attention"]["why"]
     assert env["threads"]["torch_threads"] == torch.get_num_threads()
@@ -41,7 +46,7 @@ def test_json_of_a_passing_run(capsys, tmp_path):
     choices = {(c["site"], c["spec"], c["length"]): c["calls"] for c in doc["kernel_choices"]}
     band = choices[("encoder_self", "csan_1d", 256)]
     assert band[0]["kernel"] == "band" and set(band[0]["declined"]) == {
-        "shared_source", "flex", "gaussian_fold", "sdpa"
+        "shared_source", "flex", "gaussian_fold", "relative", "sdpa"
     }  # fmt: skip
     gmm_ops = [c["op"] for c in choices[("cross", "gmm", 16)]]
     assert gmm_ops == ["gmm mixture", "attention"]  # the mixture's term, then p @ V

@@ -1,8 +1,9 @@
 """The C runtime of the kernels: loading the optional extensions, threads, tensor checks.
 
-Three small C extensions without torch headers (``localnmt/csrc``, built by ``setup.py``,
-optional): band attention on the CPU (:mod:`.band`), GMM cross-attention's mixture forward
-and backward (:mod:`.gmm_mixture`) and its decoding step (:mod:`.gmm_step`). Each module here
+Four small C extensions without torch headers (``localnmt/csrc``, built by ``setup.py``,
+optional): band attention on the CPU (:mod:`.c_band`), GMM cross-attention's mixture forward
+and backward (:mod:`.c_gmm_mixture`) and its decoding step (:mod:`.gmm_step`), and attention
+with relative positions on the CPU (:mod:`.c_relative`). Each module here
 wraps one of them in torch: argument checks, autograd Functions, the split of sentences among
 threads. Only kernels (``fast/*.py``) call these wrappers; methods reach them through the
 kernel registries.
@@ -138,7 +139,7 @@ def use_torchs_threads(module: ModuleType | None) -> bool:
 
 def run_by_sentences(fn, args: tuple, bsz: int, grads: tuple, team: bool = False) -> None:
     """``fn(*args, b0, b1, grads)`` over the ``bsz`` sentences (a C kernel that releases the
-    GIL: band.c, gmm_mixture.c): one call where the kernel splits them among torch's threads
+    GIL: band.c, gmm_mixture.c, relative.c): one call where the kernel splits them among torch's threads
     itself (``team``: :func:`splits_itself`), else ``torch.get_num_threads()`` ranges on this
     thread and a pool's."""
     global _pool, _pool_key

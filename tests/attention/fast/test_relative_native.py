@@ -187,3 +187,21 @@ def test_attention_dropout_keeps_the_dense_path_and_the_layers_dropout():
     with dispatch.trace() as seen:
         att(x, x, x, need_weights=False)
     assert seen.kernels() == ["dense"]
+
+
+@needs_extension
+def test_longer_keys_than_max_keys_take_the_dense_path_unless_forced():
+    from localnmt.attention.fast.relative import MAX_KEYS
+
+    att = make_attention("encoder_self", "rel_pos[clip=3]", embed_dim=16, heads=4, train=True)
+    x = torch.randn(MAX_KEYS + 1, 2, 16)
+    with dispatch.trace() as seen:
+        auto, _ = att(x, x, x, need_weights=False)
+    (call,) = seen.calls
+    assert call.kernel == "dense"
+    assert call.declined["relative"] == [f"Tk = {MAX_KEYS + 1} > {MAX_KEYS}, where the dense "
+                                         "path's matrix products are faster"]  # fmt: skip
+    with dispatch.forced_kernel("relative"), dispatch.trace() as forced:
+        out, _ = att(x, x, x, need_weights=False)
+    assert forced.kernels() == ["relative"]
+    torch.testing.assert_close(out, auto, atol=1e-5, rtol=1e-5)

@@ -2,6 +2,7 @@
 ``MAX_KEYS`` in ``localnmt/attention/fast/relative.py`` rests on.
 
     python -m bench.relative_attention [--shapes 32x8x16x64 32x8x64x64] [--repeats 9]
+    python -m bench.relative_attention --row yang2018/table-4/rel-pos/base [--lengths 16 32]
 
 For each shape ``BxHxTxd`` (sentences, heads, length, head size; the second and fourth
 sentences end in 3 tokens of padding, clipping distance 16) it times, A/B interleaved in one
@@ -11,6 +12,12 @@ and the dense reference path (logits, bias, softmax, ``p @ v`` and the value ter
 ops). Prints the median of the paired ratios dense time / C time (> 1: C is faster), with the
 machine and its load. Run as a module (``bench`` sets ``OMP_WAIT_POLICY=PASSIVE`` before
 torch loads; ``LOCALNMT_BENCH_OMP=torch`` keeps torch's own policy).
+
+With ``--row``, a catalog row's whole training step instead (``bench.training_throughput``:
+forward, label-smoothed cross-entropy, backward, Adam; ``--max-tokens`` tokens of sentences
+of each length, base size), A/B interleaved with the fairseq baseline: the row with the C
+kernel where it takes the call ("C") and with it switched off ("dense"), each as speed ÷
+baseline (median of paired ratios).
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ import argparse
 import torch
 
 from bench.machine_info import describe, machine_info
-from bench.measure import interleaved, median_ratio
+from bench.measure import interleaved, median_ratio, switched
 from localnmt.attention import dispatch
 from localnmt.attention.context import AttentionSite, RelativeTerms
+from localnmt.attention.fast.native import c_relative
 from localnmt.attention.fast.relative import MAX_KEYS
 from localnmt.attention.problem import AttentionProblem, fast_attention
 from localnmt.machine import load_average
@@ -56,12 +64,53 @@ def attention_call(bsz: int, heads: int, length: int, dim: int, kernel: str):
     return run
 
 
+def row_steps(row_name: str, length: int, max_tokens: int, repeats: int) -> dict:
+    """Seconds per training step of the baseline and of the row with the C kernel on and off."""
+    from bench.gmm_training import model_size
+    from bench.models import build_baseline, build_candidate, parse_model_args
+    from bench.synthetic import batch_size_for, make_batch, make_dictionary
+    from bench.training_throughput import Trainer
+    from localnmt.catalog import all_rows
+
+    row = next(r for r in all_rows() if r.name == row_name)
+    dictionary = make_dictionary(32000)
+    ns = parse_model_args(row.arch, row.args, model_size("base"))
+    batch = make_batch(dictionary, batch_size_for(max_tokens, length), length)
+    device = torch.device("cpu")
+    torch.manual_seed(0)
+    base = Trainer(build_baseline(ns, dictionary), device, torch.float32)
+    cand = Trainer(build_candidate(ns, dictionary), device, torch.float32)
+
+    def form(enabled: bool):
+        def run() -> object:
+            with switched([(c_relative, "ENABLED", c_relative.ENABLED and enabled)]):
+                return cand.step(batch)
+
+        return run
+
+    fns = {"baseline": lambda: base.step(batch), "C": form(True), "dense": form(False)}
+    return interleaved(fns, device, warmup=2, repeats=repeats)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--shapes", nargs="+", default=SHAPES)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--row", help="a catalog row: its training step, C kernel on and off")
+    parser.add_argument("--lengths", nargs="+", type=int, default=[16, 32, 64])
+    parser.add_argument("--max-tokens", type=int, default=1024)
     args = parser.parse_args(argv)
     print(describe(machine_info(torch.device("cpu"))))
+    if args.row:
+        print(f"{args.row}, base size, training step, {args.max_tokens} tokens; speed ÷ baseline:")
+        for length in args.lengths:
+            times = row_steps(args.row, length, args.max_tokens, args.repeats)
+            base = times["baseline"]
+            ratios = {name: median_ratio(base, times[name]) for name in ("C", "dense")}
+            print(f"T={length}: C {ratios['C']:.3f}  dense {ratios['dense']:.3f}")
+        load = load_average()
+        print(f"load {load[0]:.2f}" if load else "")
+        return
     print(f"MAX_KEYS = {MAX_KEYS}; dense time / C time, forward and backward of one call:")
     for shape in args.shapes:
         bsz, heads, length, dim = (int(x) for x in shape.split("x"))

@@ -205,3 +205,34 @@ def test_longer_keys_than_max_keys_take_the_dense_path_unless_forced():
         out, _ = att(x, x, x, need_weights=False)
     assert forced.kernels() == ["relative"]
     torch.testing.assert_close(out, auto, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("site", ["encoder_self", "cross"])
+def test_weights_requested_give_the_same_output_with_the_value_term_once(site):
+    """With ``need_weights`` the dense path runs with the problem's relative value term (added
+    once, by the problem, not again by the method): the output equals the kernel's."""
+    torch.manual_seed(0)
+    att = make_attention(site, "rel_pos[clip=3]", embed_dim=16, heads=4, train=False)
+    x = torch.randn(7, 3, 16)
+    keys = torch.randn(10, 3, 16) if site == "cross" else x
+    pad = mixed_padding(3, keys.size(0), 2, "left")
+    with torch.no_grad(), dispatch.trace() as seen:
+        fast, _ = att(x, keys, keys, key_padding_mask=pad, need_weights=False)
+        dense, weights = att(x, keys, keys, key_padding_mask=pad, need_weights=True)
+    expected = ["relative" if c_relative.ENABLED else "dense", "dense"]
+    assert seen.kernels() == expected and weights is not None
+    real = ~pad.t()[..., None] if site == "encoder_self" else torch.ones(7, 3, 1, dtype=torch.bool)
+    torch.testing.assert_close(fast * real, dense * real, atol=1e-5, rtol=1e-5)
+
+
+def test_without_the_extension_the_dense_path_runs_and_says_why(monkeypatch):
+    monkeypatch.setattr(c_relative, "ENABLED", False)
+    out, grads, kernels = layer_run("encoder_self", "rel_pos[clip=3]", "right")
+    want, want_grads, _ = layer_run("encoder_self", "rel_pos[clip=3]", "right", kernel="dense")
+    assert kernels == ["dense"]
+    assert torch.equal(out, want)
+    att = make_attention("encoder_self", "rel_pos[clip=3]", embed_dim=16, heads=4)
+    x = torch.randn(5, 2, 16)
+    with dispatch.trace() as seen:
+        att(x, x, x, need_weights=False)
+    assert seen.calls[0].declined["relative"] == ["the C extension localnmt._relative is not built"]

@@ -139,9 +139,9 @@ def use_torchs_threads(module: ModuleType | None) -> bool:
 
 def run_by_sentences(fn, args: tuple, bsz: int, grads: tuple, team: bool = False) -> None:
     """``fn(*args, b0, b1, grads)`` over the ``bsz`` sentences (a C kernel that releases the
-    GIL: band.c, gmm_mixture.c, relative.c): one call where the kernel splits them among torch's threads
-    itself (``team``: :func:`splits_itself`), else ``torch.get_num_threads()`` ranges on this
-    thread and a pool's."""
+    GIL: band.c, gmm_mixture.c, relative.c): one call where the kernel splits them among
+    torch's threads itself (``team``: :func:`splits_itself`), else ``torch.get_num_threads()``
+    ranges on this thread and a pool's."""
     global _pool, _pool_key
     if team:
         fn(*args, 0, bsz, grads)

@@ -12,8 +12,11 @@
  * (address, stride of b, of h, of t) with its last dimension contiguous (the head-split views
  * of the projections, read in place); lse (B, H, Tq), wk, wv (R, d), buckets (B, Tq, Tk)
  * int64 in [0, R) and real (B, Tk) uint8 (or 0 for no padding), contiguous. A call covers sentences b0 … b1-1 with the GIL released, so the wrapper runs
- * sentence ranges on several threads; the table gradients of every range are summed into
- * dwk, dwv under a lock.
+ * sentence ranges on several threads. The table gradients: each thread of a call sums its
+ * sentences' share into a scratch of its own, and the call adds the scratches to dwk, dwv in
+ * the order of the threads' ranks after they end (the same sums in the same order at a given
+ * thread count); calls from several Python threads (the wrappers' pool) add theirs under a
+ * lock.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -91,7 +94,7 @@ static const ForwardFn forwards[N_BUILDS] = {forward__baseline};
 static const BackwardFn backwards[N_BUILDS] = {backward__baseline};
 #endif
 
-/* Guards the sums into dwk, dwv: several calls (pool threads) or team threads add to them. */
+/* Guards the sums into dwk, dwv: calls from several Python threads (the pool) add to them. */
 static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A view from its Python tuple (address, stride of b, of h, of t). */
@@ -158,15 +161,20 @@ static PyObject *run_relative(PyObject *args, int backward) {
         if (lo < hi && backward) {
             float *gwk = tables + 2 * table * rank, *gwv = gwk + table;
             backwards[build_current](&P, &G, gwk, gwv, lo, hi, my_score, my_keys);
-            pthread_mutex_lock(&tables_lock);
+        } else if (lo < hi) {
+            forwards[build_current](&P, lo, hi, my_score, my_keys);
+        }
+    }
+    if (backward) { /* ranks in order; a rank without sentences left its scratch at 0 */
+        pthread_mutex_lock(&tables_lock);
+        for (size_t rank = 0; rank < most; rank++) {
+            const float *gwk = tables + 2 * table * rank, *gwv = gwk + table;
             for (size_t c = 0; c < table; c++) {
                 G.dwk[c] += gwk[c];
                 G.dwv[c] += gwv[c];
             }
-            pthread_mutex_unlock(&tables_lock);
-        } else if (lo < hi) {
-            forwards[build_current](&P, lo, hi, my_score, my_keys);
         }
+        pthread_mutex_unlock(&tables_lock);
     }
     Py_END_ALLOW_THREADS
     free(score);

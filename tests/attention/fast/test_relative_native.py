@@ -123,6 +123,23 @@ def test_threads_split_sentences_with_the_same_numbers(team, monkeypatch, c_call
 
 
 @needs_extension
+def test_table_gradients_repeat_bit_for_bit_at_a_given_thread_count(c_calls):
+    """The threads' shares of dw^K, dw^V are added in the order of their ranks: two runs on
+    three threads give the same bits."""
+    q, k, v, wk, wv, pad, *_, buckets = inputs(6, 6, "left", seed=4)
+    before = torch.get_num_threads()
+    runs = []
+    try:
+        torch.set_num_threads(3)
+        for _ in range(2):
+            out = c_relative.c_relative_attention(q, k, v, wk, wv, buckets, pad, False)
+            runs.append(torch.autograd.grad(out.square().sum(), (wk, wv)))
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(*runs, strict=True))
+
+
+@needs_extension
 def test_double_backward_differentiates_in_torch_ops(c_calls):
     q, k, v, wk, wv, pad, q_pos, k_pos, buckets = inputs(5, 5, "right")
     out = c_relative.c_relative_attention(q, k, v, wk, wv, buckets, pad, False)

@@ -10,9 +10,30 @@ from localnmt.attention import AttentionSite, LocalAttention, threads
 from localnmt.attention.spec import build_modifiers, parse_spec
 
 CPU = torch.device("cpu")
-pytestmark = pytest.mark.skipif(
-    not threads.ENABLED, reason="torch's CPU parallel backend is not OpenMP: switch is off"
+needs_openmp = pytest.mark.skipif(
+    not threads.OPENMP, reason="torch's CPU parallel backend is not OpenMP: switch is off"
 )
+
+
+@pytest.fixture(autouse=True)
+def rule_on(monkeypatch):
+    """The rule on, as under sleeping threads (the suite sets ``OMP_WAIT_POLICY=PASSIVE``)."""
+    monkeypatch.setattr(threads, "ENABLED", threads.OPENMP)
+
+
+@pytest.mark.parametrize(
+    "env,sleeps",
+    [
+        ({}, False),  # torch's own policy: threads spin a while
+        ({"OMP_WAIT_POLICY": "PASSIVE"}, True),
+        ({"OMP_WAIT_POLICY": " passive "}, True),
+        ({"OMP_WAIT_POLICY": "ACTIVE"}, False),
+        ({"GOMP_SPINCOUNT": "0"}, True),
+        ({"GOMP_SPINCOUNT": "10000"}, False),
+    ],
+)
+def test_the_rule_follows_the_openmp_wait_policy(env, sleeps):
+    assert threads.threads_sleep(env) is sleeps
 
 
 @pytest.fixture()
@@ -23,6 +44,7 @@ def two_threads():
     torch.set_num_threads(before)
 
 
+@needs_openmp
 def test_small_map_runs_on_one_thread_and_restores(two_threads):
     with threads.one_thread_if_small(threads.SMALL_MAP, CPU):
         assert torch.get_num_threads() == 1
@@ -32,6 +54,7 @@ def test_small_map_runs_on_one_thread_and_restores(two_threads):
     assert torch.get_num_threads() == 2
 
 
+@needs_openmp
 def test_large_map_and_switch_keep_every_thread(two_threads, monkeypatch):
     with threads.one_thread_if_small(threads.SMALL_MAP + 1, CPU):
         assert torch.get_num_threads() == 2
@@ -40,6 +63,7 @@ def test_large_map_and_switch_keep_every_thread(two_threads, monkeypatch):
         assert torch.get_num_threads() == 2
 
 
+@needs_openmp
 def test_restored_after_an_error(two_threads):
     with pytest.raises(ValueError), threads.one_thread_if_small(1, CPU):
         raise ValueError("inside")
@@ -53,6 +77,7 @@ def _gmm_cross_attention() -> LocalAttention:
     return LocalAttention(32, 4, site=site, modifiers=mods, encoder_decoder_attention=True).eval()
 
 
+@needs_openmp
 def test_decoding_step_post_runs_on_one_thread_same_numbers(two_threads, monkeypatch):
     """A decoding step's map (B·H·1·Tk) is small: the GMM post stage sees one thread; a long
     source keeps both. The output is the same with the switch off."""
@@ -75,6 +100,7 @@ def test_decoding_step_post_runs_on_one_thread_same_numbers(two_threads, monkeyp
     assert torch.get_num_threads() == 2
 
 
+@needs_openmp
 def test_concurrent_threads_each_restore_their_own_count(two_threads) -> None:
     """Thread A enters, B enters, A leaves, B leaves: each is back at 2 when it leaves."""
     import threading

@@ -25,13 +25,14 @@ from localnmt.attention import dispatch
 from localnmt.attention.deferred import stored_shape
 from localnmt.attention.fast.native import c_relative
 from localnmt.attention.problem import AttentionProblem, Declined, is_forced, register_kernel
+from localnmt.attention.threads import threads_sleep
 
 #: Most keys per query the kernel takes unless forced. One call forward and backward (B = 32,
 #: H = 8, d = 64; 2-core CPU, torch's OpenMP policy, ``python -m bench.relative_attention``):
 #: dense time / C time 2.20 at Tk = 16, 1.11 at 32, 0.72 at 64 (0.55 at 128 with B = 16).
-#: With sleeping threads (``OMP_WAIT_POLICY=PASSIVE``) each of the dense path's ops wakes them,
-#: and the same shapes gave 16.1, 5.8, 1.9 and 0.82.
-MAX_KEYS = 32
+#: Where OpenMP's idle threads sleep (``OMP_WAIT_POLICY=PASSIVE``) each of the dense path's
+#: ops wakes them, and the same shapes gave 16.1, 5.8, 1.9 and 0.82: 64 keys there.
+MAX_KEYS = 64 if threads_sleep() else 32
 
 
 def check(problem: AttentionProblem) -> Iterator[str]:

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from localnmt.attention.context import AffinePost, AttentionContext
 from localnmt.attention.modifier import AttentionModifier
-from localnmt.attention.problem import AttentionProblem, fast_attention, note_reference
+from localnmt.attention.problem import REGISTRY, AttentionProblem, fast_attention, note_reference
 from localnmt.attention.shared_source import grouped_matmul
 
 
@@ -28,6 +28,19 @@ def affine_post(
     if problem.dropout_p > 0.0:
         return None
     return modifiers[0].post_affine(ctx)
+
+
+def fused_output(
+    ctx: AttentionContext, problem: AttentionProblem, modifiers: list[AttentionModifier]
+) -> Tensor | None:
+    """The call's output from its one post modifier's own fused kernel
+    (:meth:`AttentionModifier.fused_output`), where that modifier acts on every head, no
+    dropout acts on ``p`` and no attention kernel is forced (a forced one runs as asked)."""
+    if len(modifiers) != 1 or modifiers[0].head_selection is not None:
+        return None
+    if problem.dropout_p > 0.0 or REGISTRY.forced() is not None:
+        return None
+    return modifiers[0].fused_output(ctx, problem)
 
 
 def attend_affine(problem: AttentionProblem, affine: AffinePost) -> Tensor:

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
 
 from localnmt.attention.context import AttentionSite
 from localnmt.attention.dispatch import KernelRegistry
+from localnmt.attention.problem import AttentionProblem, dense_probabilities, dropped_product
 
 #: Lower clamp of the exponent of each mixture term (eq. 6): e^-87 ≈ 1.6e-38 is float32's
 #: smallest normal number. torch's vectorised CPU exp takes a slow path below it: 115 µs for a
@@ -261,3 +262,41 @@ register_kernel = REGISTRY.register
 def gated_mixture(problem: MixtureProblem) -> Tensor:
     """γ (or g·β) from the first kernel that takes the problem, else the torch ops."""
     return REGISTRY.run(problem)
+
+
+@dataclass
+class MixtureStepProblem:
+    """A decoding step of GMM cross-attention to the layer's output, where nothing needs the
+    probabilities: ``attention`` (q, k, v, padding: the softmax α) and ``mixture`` (γ of eq.
+    13 from the raw predictor outputs, without ``probs``)."""
+
+    attention: AttentionProblem
+    mixture: MixtureProblem
+
+    def describe(self) -> str:
+        return self.mixture.describe()
+
+
+def reference_step(problem: MixtureStepProblem) -> Tensor:
+    """The dense path: logits, softmax α, γ from the mixture kernels, ``γ @ V``."""
+
+    def gamma(probs: Tensor) -> Tensor:
+        return gated_mixture(replace(problem.mixture, probs=probs))
+
+    probs, _ = dense_probabilities(problem.attention, gamma)
+    return dropped_product(problem.attention, probs)[0]
+
+
+#: Whole decoding steps (``fast/gmm_mixture.py``), the dense path as the reference.
+STEP_REGISTRY: KernelRegistry[MixtureStepProblem] = KernelRegistry(
+    "gmm step",
+    reference_name="gmm_dense_step",
+    reference=reference_step,
+    describe=MixtureStepProblem.describe,
+)
+register_step_kernel = STEP_REGISTRY.register
+
+
+def gmm_step_output(problem: MixtureStepProblem) -> Tensor:
+    """A decoding step's output from the first kernel that takes it, else the dense path."""
+    return STEP_REGISTRY.run(problem)

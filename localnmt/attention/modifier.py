@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -36,6 +36,9 @@ from localnmt.attention.context import (
     RelativeTerms,
 )
 from localnmt.errors import UsageError
+
+if TYPE_CHECKING:
+    from localnmt.attention.problem import AttentionProblem
 
 STAGES = ("transform", "bias", "restrict", "post", "value_term", "output_term")
 #: Suffix of the incremental-state entries that depend on the source sentence only.
@@ -149,6 +152,14 @@ class AttentionModifier(nn.Module):
         """``post`` as ``p ↦ keep·p + add``, where it is affine in ``p`` and is asked before
         ``p`` exists: the pipeline then keeps a fused kernel for ``p @ V`` (no ``p``, no
         weights). Must give what ``post`` gives; None (the default): ``post`` runs."""
+        return None
+
+    def fused_output(self, ctx: AttentionContext, problem: AttentionProblem) -> Tensor | None:
+        """The call's whole output ``(B, H, Tq, d)`` where this method's kernel runs the
+        attention and its ``post`` stage as one (GMM's decoding step), asked only where
+        ``post`` is the call's one stage after the softmax, on every head, and nothing needs
+        the probabilities. Must give what the dense path with ``post`` gives; None (the
+        default): the pipeline forms the probabilities."""
         return None
 
     def value_term(self, ctx: AttentionContext, probs: Tensor) -> Tensor | None:

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from localnmt.attention import shared_source
-from localnmt.attention.affine_post import affine_post, attend_affine
+from localnmt.attention.affine_post import affine_post, attend_affine, fused_output
 from localnmt.attention.context import AttentionContext, AttentionSite
 from localnmt.attention.incremental import DecodingBuffer, IncrementalState, reorder_buffer
 from localnmt.attention.modifier import AttentionModifier, apply_head_selection
@@ -324,6 +324,9 @@ class LocalAttention(MultiheadParameters):
             affine = affine_post(ctx, problem, post_mods)
             if affine is not None:
                 return attend_affine(problem, affine), None
+            fused = fused_output(ctx, problem, post_mods)
+            if fused is not None:
+                return fused, None
         note_reference(problem, self._why_dense(need_weights, post_mods, value_mods))
         post = (lambda p: self._post(ctx, p, post_mods)) if post_mods else None
         probs, logits = dense_probabilities(problem, post)

@@ -18,6 +18,11 @@
  *   beta_j  = sum_k exp(max(c_k - z^2/2, -87)),  z = (j - mu_k) / sigma_k      (eq. 6)
  *   beta_j  = 0 at padded keys
  *   out_j   = lerp(alpha_j, beta_j, g)          (eq. 13; g = sigmoid(x_gate), 0.5 or beta only)
+ *
+ * attention_step goes on to the layer's output: alpha from the logits q.k_j over the real keys
+ * (the pipeline's softmax), gamma as above, and sum_j gamma_j v_j, one row per (sentence, head),
+ * the sentences split among torch's OpenMP team (builds.h). A decoding step of the dense path
+ * (logits, softmax, the post stage, gamma @ V) then costs one call instead of about ten ops.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,6 +34,62 @@
 #include "builds.h"
 #include "gmm_params.h"
 #include "vec_math.h"
+
+/* A (B, H, T, d) tensor with a contiguous last dimension: row (b, h, t) at AT(view, b, h, t). */
+typedef struct {
+    float *p;
+    Py_ssize_t b, h, t; /* strides in floats */
+} View;
+#define AT(V, bb, hh, tt) ((V).p + (bb) * (V).b + (hh) * (V).h + (tt) * (V).t)
+
+/* One row of attention_step: out = sum_t gamma_t v_{keys[t]} over the n real keys, with
+ * gamma_t = lerp(alpha_t, beta[keys[t]], gate) (beta alone for fusion 2) and alpha the softmax
+ * of the logits q.k_j; score[] is scratch of n floats. Instantiated per build. */
+#define DEFINE_ATTEND(NAME, EXP, TARGET)                                                        \
+    TARGET static float NAME##_dot(const float *restrict a, const float *restrict b,            \
+                                   Py_ssize_t d) {                                              \
+        float lane[16] = {0};                                                                   \
+        Py_ssize_t c = 0;                                                                       \
+        for (; c + 16 <= d; c += 16)                                                            \
+            for (int l = 0; l < 16; l++) lane[l] += a[c + l] * b[c + l];                        \
+        for (int l = 0; l < 8; l++) lane[l] += lane[l + 8];                                     \
+        for (int l = 0; l < 4; l++) lane[l] += lane[l + 4];                                     \
+        float s = (lane[0] + lane[2]) + (lane[1] + lane[3]);                                    \
+        for (; c < d; c++) s += a[c] * b[c];                                                    \
+        return s;                                                                               \
+    }                                                                                           \
+                                                                                                \
+    TARGET static void NAME(const float *restrict q, const float *k, Py_ssize_t k_t,            \
+                            const float *v, Py_ssize_t v_t, Py_ssize_t d,                       \
+                            const Py_ssize_t *keys, Py_ssize_t n, const float *beta,            \
+                            float gate, int fusion, float *restrict score,                      \
+                            float *restrict out) {                                              \
+        for (Py_ssize_t c = 0; c < d; c++) out[c] = 0.0f;                                       \
+        if (n == 0) return; /* no real key: alpha and beta are 0 */                             \
+        if (fusion == 2) {  /* Gaussian mixture only (Table 4, "gmm") */                        \
+            for (Py_ssize_t t = 0; t < n; t++) score[t] = beta[keys[t]];                        \
+        } else {                                                                                \
+            float top = -INFINITY;                                                              \
+            for (Py_ssize_t t = 0; t < n; t++) {                                                \
+                score[t] = NAME##_dot(q, k + keys[t] * k_t, d);                                 \
+                top = score[t] > top ? score[t] : top;                                          \
+            }                                                                                   \
+            for (Py_ssize_t t = 0; t < n; t++) score[t] = EXP(score[t] - top);                  \
+            float total = 0.0f;                                                                 \
+            for (Py_ssize_t t = 0; t < n; t++) total += score[t];                               \
+            for (Py_ssize_t t = 0; t < n; t++)                                                  \
+                score[t] = lerp(score[t] / total, beta[keys[t]], gate);                         \
+        }                                                                                       \
+        for (Py_ssize_t t = 0; t < n; t++) {                                                    \
+            const float *row = v + keys[t] * v_t;                                               \
+            float w = score[t];                                                                 \
+            for (Py_ssize_t c = 0; c < d; c++) out[c] += w * row[c];                            \
+        }                                                                                       \
+    }
+
+typedef void (*AttendFn)(const float *, const float *, Py_ssize_t, const float *, Py_ssize_t,
+                         Py_ssize_t, const Py_ssize_t *, Py_ssize_t, const float *, float, int,
+                         float *, float *);
 
 typedef void (*MixtureFn)(const float *, int, int, const float *, const float *, const float *,
                           float *);
@@ -43,12 +104,18 @@ DEFINE_MIXTURE(mixture_avx512, exp_floor, TARGET_AVX512)
 DEFINE_PARAMS(params_baseline, exp_sse2, )
 DEFINE_PARAMS(params_avx2, exp_floor, TARGET_AVX2)
 DEFINE_PARAMS(params_avx512, exp_floor, TARGET_AVX512)
+DEFINE_ATTEND(attend_baseline, exp_sse2, )
+DEFINE_ATTEND(attend_avx2, exp_floor, TARGET_AVX2)
+DEFINE_ATTEND(attend_avx512, exp_floor, TARGET_AVX512)
+static const AttendFn attends[N_BUILDS] = {attend_avx512, attend_avx2, attend_baseline};
 static const MixtureFn mixtures[N_BUILDS] = {mixture_avx512, mixture_avx2, mixture_baseline};
 static const ParamsFn params[N_BUILDS] = {params_avx512_forward, params_avx2_forward,
                                           params_baseline_forward};
 #else
 DEFINE_MIXTURE(mixture_baseline, exp_floor, )
 DEFINE_PARAMS(params_baseline, exp_floor, )
+DEFINE_ATTEND(attend_baseline, exp_floor, )
+static const AttendFn attends[N_BUILDS] = {attend_baseline};
 static const MixtureFn mixtures[N_BUILDS] = {mixture_baseline};
 static const ParamsFn params[N_BUILDS] = {params_baseline_forward};
 #endif
@@ -107,6 +174,107 @@ static PyObject *mixture_post(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* A view from its Python tuple (address, stride of b, of h, of t). */
+static int parse_view(PyObject *tuple, View *V) {
+    unsigned long long address;
+    if (!PyArg_ParseTuple(tuple, "Knnn", &address, &V->b, &V->h, &V->t)) return 0;
+    V->p = (float *)address;
+    return 1;
+}
+
+/* Sentences lo … hi-1 of attention_step on this thread; 0 where its scratch could not be had. */
+static int attend_sentences(const View *Q, const View *K, const View *V, const View *O,
+                            const float *raw, const float *pos, const float *length,
+                            const uint8_t *real, Py_ssize_t heads, Py_ssize_t tk, Py_ssize_t d,
+                            Py_ssize_t key_group, Py_ssize_t raw_stride, const Layout *L,
+                            Py_ssize_t lo, Py_ssize_t hi) {
+    float *acc = (float *)malloc(sizeof(float) * (size_t)(2 * tk + 1));
+    Py_ssize_t *keys = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)(tk + 1));
+    float *c = (float *)malloc(sizeof(float) * 3 * PARAMS_ROWS * MAX_K);
+    if (acc == NULL || keys == NULL || c == NULL) {
+        free(acc);
+        free(keys);
+        free(c);
+        return 0;
+    }
+    float *score = acc + tk, *mu = c + PARAMS_ROWS * MAX_K, *sigma = mu + PARAMS_ROWS * MAX_K;
+    float gate[PARAMS_ROWS];
+    for (Py_ssize_t b = lo; b < hi; b++) {
+        const float *pos_b = pos + b * tk;
+        const uint8_t *real_b = real ? real + b * tk : NULL;
+        Py_ssize_t n = 0;
+        for (Py_ssize_t j = 0; j < tk; j++)
+            if (!real_b || real_b[j]) keys[n++] = j;
+        Py_ssize_t kb = b / key_group;
+        for (Py_ssize_t first = 0; first < heads; first += PARAMS_ROWS) {
+            Py_ssize_t left = heads - first;
+            int rows = left < PARAMS_ROWS ? (int)left : PARAMS_ROWS;
+            params[build_current](raw + (b * heads + first) * raw_stride, raw_stride, length + b,
+                                  0, rows, L, c, mu, sigma, gate);
+            for (int r = 0; r < rows; r++) {
+                Py_ssize_t h = first + r;
+                int at = r * L->k;
+                mixtures[build_current](pos_b, (int)tk, L->k, c + at, mu + at, sigma + at, acc);
+                attends[build_current](AT(*Q, b, h, 0), AT(*K, kb, h, 0), K->t, AT(*V, kb, h, 0),
+                                       V->t, d, keys, n, acc, gate[r], L->fusion, score,
+                                       AT(*O, b, h, 0));
+            }
+        }
+    }
+    free(acc);
+    free(keys);
+    free(c);
+    return 1;
+}
+
+/* attention_step(out, q, k, v, raw, pos, length, real, heads, tk, d, key_group, raw_stride,
+ *                <layout>, b0, b1, unused): one decoding step of GMM cross-attention for
+ * sentences b0 … b1-1, from the pre-scaled queries q (B, H, 1, d), the keys and values k, v
+ * (B / key_group, H, Tk, d) (beam search's shared source: sentence b reads row b / key_group)
+ * and the raw predictor outputs (B·H rows of raw_stride floats) into out (B, H, 1, d); each of
+ * out, q, k, v a view tuple (address, stride b, stride h, stride t). */
+static PyObject *attention_step(PyObject *self, PyObject *args) {
+    PyObject *out_v, *q_v, *k_v, *v_v, *unused;
+    unsigned long long raw_p, pos_p, length_p, real_p;
+    Py_ssize_t heads, tk, d, key_group, raw_stride, b0, b1;
+    Layout L;
+    if (!PyArg_ParseTuple(args, "OOOOKKKKnnnnniiiiiiiiffnnO", &out_v, &q_v, &k_v, &v_v, &raw_p,
+                          &pos_p, &length_p, &real_p, &heads, &tk, &d, &key_group, &raw_stride,
+                          &L.k, &L.mu_col, &L.mu_n, &L.sigma_col, &L.sigma_n, &L.omega_col,
+                          &L.gate_col, &L.fusion, &L.sigma_min, &L.fixed_gate, &b0, &b1,
+                          &unused))
+        return NULL;
+    View O, Q, K, V;
+    if (!parse_view(out_v, &O) || !parse_view(q_v, &Q) || !parse_view(k_v, &K) ||
+        !parse_view(v_v, &V))
+        return NULL;
+    if (L.k < 1 || L.k > MAX_K || heads < 1 || tk < 1 || d < 1 || key_group < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "attention_step: k=%d (1-%d), H=%zd, Tk=%zd, d=%zd, key_group=%zd", L.k,
+                     MAX_K, heads, tk, d, key_group);
+        return NULL;
+    }
+    const float *raw = (const float *)raw_p, *pos = (const float *)pos_p;
+    const float *length = (const float *)length_p;
+    const uint8_t *real = (const uint8_t *)real_p;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    TEAM_PARALLEL(b1 - b0 > 1) {
+        Py_ssize_t lo, hi;
+        team_share(b0, b1, &lo, &hi);
+        if (lo < hi && !attend_sentences(&Q, &K, &V, &O, raw, pos, length, real, heads, tk, d,
+                                         key_group, raw_stride, &L, lo, hi)) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+            failed = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
 /* one_term(out, pos, tk, c, mu, sigma): exp(max(c - z^2/2, -87)) over tk keys, the eq. 6 loop
  * of the build in use with one component (for tests of the exp approximation). */
 static PyObject *one_term(PyObject *self, PyObject *args) {
@@ -121,6 +289,8 @@ static PyObject *one_term(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"mixture_post", mixture_post, METH_VARARGS,
      "Fused eq. 6 and 10-13 over float32 buffers given by address (see gmm_step.py)."},
+    {"attention_step", attention_step, METH_VARARGS,
+     "One decoding step of GMM cross-attention to its output (see gmm_step.py)."},
     {"one_term", one_term, METH_VARARGS, "The eq. 6 loop with one component (tests)."},
     BUILD_METHODS,
     {NULL, NULL, 0, NULL},

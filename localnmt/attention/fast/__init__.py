@@ -3,8 +3,10 @@ and the one table of the order in which each registry tries them.
 
 Attention kernels (``problem.register_kernel``, problem ``problem.AttentionProblem``; the dense
 reference after them) and mixture kernels (``mixture.register_kernel``, problem
-``mixture.MixtureProblem``, in ``gmm_mixture.py``; the torch ops after them): see
-:data:`ATTENTION_ORDER` and :data:`MIXTURE_ORDER`. The first kernel whose check finds no reason
+``mixture.MixtureProblem``, in ``gmm_mixture.py``; the torch ops after them) and whole GMM
+decoding steps (``mixture.register_step_kernel``, problem ``mixture.MixtureStepProblem``; the
+dense path after): see :data:`ATTENTION_ORDER`, :data:`MIXTURE_ORDER` and
+:data:`STEP_ORDER`. The first kernel whose check finds no reason
 to decline runs; the order is set here, never by the order of imports.
 
 Helpers, not kernels, in their own wings: ``native/`` (the C runtime: loading the optional
@@ -42,8 +44,11 @@ MIXTURE_ORDER = (
     "gmm_c_raw",  # eq. 6 and 10-14 of approx from the raw outputs, forward and backward in C
     "gmm_c_params",  # eq. 6 and 13 from the parameters in C
 )
+#: Whole decoding steps of GMM cross-attention (``MixtureStepProblem``; the dense path after).
+STEP_ORDER = ("gmm_c_attention",)  # logits, softmax, eq. 6 and 10-13, γ @ V in one C call
 problem.REGISTRY.arrange(ATTENTION_ORDER)
 mixture.REGISTRY.arrange(MIXTURE_ORDER)
+mixture.STEP_REGISTRY.arrange(STEP_ORDER)
 
 #: The kernel modules (tests check that each registers a kernel).
 KERNEL_MODULES = (

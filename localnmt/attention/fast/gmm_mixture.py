@@ -11,6 +11,11 @@ its reference path, ``gmm_torch``):
 - ``gmm_c_params`` (10): eq. 6 and 13 from the mixture's parameters (computed by the torch
   ops), forward and backward in C: any variant whose β is not renormalised.
 
+And in the step registry (``MixtureStepProblem``, the dense path as its reference),
+``gmm_c_attention``: a whole decoding step (the logits, softmax, eq. 6 and 10-13 and ``γ @ V``)
+in one C call, which :meth:`GaussianMixture.fused_output` offers the pipeline where nothing
+needs the probabilities.
+
 All need the optional C extensions (built by ``setup.py``) and float32 CPU tensors.
 """
 
@@ -22,7 +27,13 @@ from torch import Tensor
 from localnmt.attention.dispatch import Declined
 from localnmt.attention.fast.native import c_gmm_mixture as c_mixture
 from localnmt.attention.fast.native import gmm_step as c_step
-from localnmt.attention.mixture import MixtureProblem, register_kernel
+from localnmt.attention.mixture import REGISTRY as MIXTURE_REGISTRY
+from localnmt.attention.mixture import (
+    MixtureProblem,
+    MixtureStepProblem,
+    register_kernel,
+    register_step_kernel,
+)
 
 
 def _float32_cpu(*tensors: Tensor | None) -> str | None:
@@ -60,6 +71,37 @@ def gmm_c_step(problem: MixtureProblem) -> Tensor | Declined:
         problem.real,
     )  # fmt: skip
     return Declined("inputs the C step does not take (shapes or memory)") if out is None else out
+
+
+def _whole_step_check(problem: MixtureStepProblem) -> str | None:
+    attention, mixture = problem.attention, problem.mixture
+    if MIXTURE_REGISTRY.forced() is not None:
+        return "a mixture kernel is forced (the dense path runs it)"
+    if not mixture.decoding_step:
+        return "not a decoding step"
+    if mixture.layout is None:
+        return "variant is not approx (the C step computes eq. 10-12 of approx)"
+    if not c_step.ENABLED:
+        return "localnmt._gmm_step is not built (or stale)"
+    if attention.has_bias or attention.causal or attention.allowed is not None:
+        return "a bias or a restriction beside padding"
+    if attention.bands or attention.relative_values:
+        return "a band or a relative value term"
+    return None
+
+
+@register_step_kernel("gmm_c_attention", check=_whole_step_check)
+def gmm_c_attention(problem: MixtureStepProblem) -> Tensor | Declined:
+    """The output of a decoding step: α from the logits, γ of eq. 13 and ``γ @ V`` in one C
+    call (``fast/native/gmm_step.py``)."""
+    attention, mixture = problem.attention, problem.mixture
+    assert mixture.layout is not None
+    out = c_step.attention_step(
+        mixture.layout, attention.q, attention.k, attention.v, attention.key_group,
+        mixture.outputs, mixture.positions, mixture.length, mixture.real,
+    )  # fmt: skip
+    return Declined("inputs the C step does not take (dtype, shapes, memory or autograd)") \
+        if out is None else out  # fmt: skip
 
 
 def _raw_check(problem: MixtureProblem) -> str | None:

@@ -48,10 +48,12 @@ from localnmt.attention.mixture import (  # noqa: F401  (EXP_FLOOR, MixtureSum: 
     EXP_FLOOR,
     MixtureParams,
     MixtureProblem,
+    MixtureStepProblem,
     MixtureSum,
     PredictorLayout,
     combine,
     gated_mixture,
+    gmm_step_output,
     mixture_attention,
 )
 from localnmt.attention.modifier import (
@@ -61,6 +63,7 @@ from localnmt.attention.modifier import (
     option,
     register_modifier,
 )
+from localnmt.attention.problem import AttentionProblem
 from localnmt.attention.record import tensor_field
 
 #: Upper clamp of the arguments of exp() in the synthesis network (e^8 ≈ 2981), so that the
@@ -318,6 +321,19 @@ class GaussianMixture(AttentionModifier):
         shape = (*outputs.shape[:3], ctx.k.size(2))
         return AffinePost(self._keep(outputs), self._gamma(ctx, self.source(ctx), outputs, shape))
 
+    def fused_output(self, ctx: AttentionContext, problem: AttentionProblem) -> Tensor | None:
+        """A decoding step to the layer's output through the step kernels (``gmm step``: α,
+        γ of eq. 13 and ``γ @ V`` in one C call for ``approx``; else the dense path with
+        :meth:`post`'s numbers)."""
+        if not ctx.incremental or ctx.recording:
+            return None
+        sources = self.source(ctx)  # first: a new source batch forgets the reused weights
+        scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
+        outputs = self.predictors.outputs(ctx.q, scale, reuse=True)
+        shape = (*outputs.shape[:3], problem.k.size(2))
+        mixture = self._mixture_problem(ctx, sources, outputs, shape, None)
+        return gmm_step_output(MixtureStepProblem(problem, mixture))
+
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         sources = self.source(ctx)  # first: a new source batch forgets the reused weights
         scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
@@ -331,21 +347,7 @@ class GaussianMixture(AttentionModifier):
         registered kernels of :mod:`localnmt.attention.mixture` (C where they can), or torch
         ops where the call is recorded (the analyses read μ, σ, ω, g and β)."""
         positions, real, blocked, length = sources
-        problem = MixtureProblem(
-            site=self.site,
-            outputs=outputs,
-            shape=tuple(shape),
-            positions=positions,
-            real=real,
-            blocked=blocked,
-            length=length,
-            parameters_fn=lambda raw: self._mixture_and_gate(ctx, raw, length),
-            probs=probs,
-            fusion=self.options.fusion,
-            normalise=self.options.variant == "norm",
-            layout=self._step_layout,
-            decoding_step=ctx.incremental,
-        )
+        problem = self._mixture_problem(ctx, sources, outputs, shape, probs)
         if not ctx.recording:
             return gated_mixture(problem)
         assert probs is not None
@@ -366,6 +368,32 @@ class GaussianMixture(AttentionModifier):
             )
         )
         return combine(beta, gate, problem.alpha)
+
+    def _mixture_problem(
+        self,
+        ctx: AttentionContext,
+        sources: Sources,
+        outputs: Tensor,
+        shape: tuple[int, ...],
+        probs: Tensor | None,
+    ) -> MixtureProblem:
+        """The mixture kernels' problem of this call (γ of eq. 13, or g·β without ``probs``)."""
+        positions, real, blocked, length = sources
+        return MixtureProblem(
+            site=self.site,
+            outputs=outputs,
+            shape=tuple(shape),
+            positions=positions,
+            real=real,
+            blocked=blocked,
+            length=length,
+            parameters_fn=lambda raw: self._mixture_and_gate(ctx, raw, length),
+            probs=probs,
+            fusion=self.options.fusion,
+            normalise=self.options.variant == "norm",
+            layout=self._step_layout,
+            decoding_step=ctx.incremental,
+        )
 
     def _keep(self, outputs: Tensor) -> Tensor | float:
         """``1 − g`` of eq. 13 (eq. 14's gate from its raw output column)."""

@@ -2,7 +2,9 @@
 over fast/native/gmm_step.py) against the torch ops.
 
 Each case decodes step by step twice, through the C step and through the torch ops of
-``GaussianMixture.post``, and checks that the C step really ran (or really declined).
+``GaussianMixture.post``, and checks that the C step really ran (or really declined). Two C
+paths: ``mixture_post`` gives γ where the call needs the attention weights (the dense path
+forms them), ``attention_step`` the whole step's output where nothing needs them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from helpers.attention import (
     padding_mask,
 )
 
-from localnmt.attention import LocalAttention, dispatch
+from localnmt.attention import LocalAttention, dispatch, shared_source
 from localnmt.attention.fast.native import gmm_step
 from localnmt.attention.mixture import PredictorLayout
 
@@ -129,9 +131,9 @@ def test_declines_autograd_other_dtypes_and_recording(monkeypatch):
     counter = CountCalls(gmm_step._gmm_step)
     monkeypatch.setattr(gmm_step, "_gmm_step", counter)
 
-    def step(module, inp, source):
+    def step(module, inp, source, need_weights: bool = True):
         return module(inp[:1], source, source, key_padding_mask=pad, incremental_state={},
-                      static_kv=True)[0]  # fmt: skip
+                      static_kv=True, need_weights=need_weights)[0]  # fmt: skip
 
     out = step(attn, x.requires_grad_(), src)  # autograd: the torch ops
     out.sum().backward()
@@ -143,13 +145,19 @@ def test_declines_autograd_other_dtypes_and_recording(monkeypatch):
     assert counter.calls == {}
     attn.recording = False
     with torch.no_grad(), dispatch.trace() as seen:
+        step(attn, x, src, need_weights=False)
+    assert counter.calls == {"attention_step": 1}  # no weights asked: the whole step in C
+    assert seen.kernels("gmm step") == ["gmm_c_attention"] and seen.kernels("gmm mixture") == []
+    with torch.no_grad(), dispatch.trace() as seen:
         step(attn, x, src)
-    assert counter.calls == {"mixture_post": 1}
+    assert counter.calls == {"attention_step": 1, "mixture_post": 1}  # γ for the weights
     assert seen.kernels("gmm mixture") == ["gmm_c_step"]
     with dispatch.trace() as seen:
-        step(attn, x, src)  # autograd again: declined, and the trace says why
+        step(attn, x, src, need_weights=False)  # autograd again: declined, the trace says why
     (call,) = [c for c in seen.calls if c.op == "gmm mixture"]
     assert call.declined["gmm_c_step"] == ["needs gradients (the C step has no backward)"]
+    (step_call,) = [c for c in seen.calls if c.op == "gmm step"]
+    assert step_call.kernel == "gmm_dense_step" and "gmm_c_attention" in step_call.declined
 
 
 def test_extension_is_built_where_a_compiler_is():
@@ -176,3 +184,115 @@ def test_declines_a_real_mask_it_cannot_read():
         for bad in (real.to(torch.uint8), real.float(), real[:, :-1]):
             assert gmm_step.mixture_post(layout, outputs, probs, positions, length, bad) is None
         assert gmm_step.mixture_post(layout, outputs[:1], probs, positions, length, real) is None
+
+
+def decode_outputs(attn: LocalAttention, x, src, pad, whole: bool, monkeypatch) -> tuple:
+    """Step-by-step outputs without weights, with the C step on (``whole``: the call's output
+    from ``attention_step``) or off (the torch ops), and the C calls by name."""
+    counter = CountCalls(gmm_step._gmm_step)
+    monkeypatch.setattr(gmm_step, "_gmm_step", counter)
+    monkeypatch.setattr(gmm_step, "ENABLED", whole)
+    state: dict = {}
+    outs = []
+    with torch.no_grad():
+        for t in range(x.size(0)):
+            out, _ = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
+                          static_kv=True, need_weights=False)  # fmt: skip
+            outs.append(out)
+    return torch.stack(outs), counter.calls
+
+
+@needs_extension
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("side", ["left", "right", None])
+@pytest.mark.parametrize("tk", [1, 9, 37])
+def test_whole_step_matches_torch_ops(spec, side, tk, build, monkeypatch):
+    """α from the logits, γ of eq. 13 and γ @ V in one C call, against the dense path's torch
+    ops (logits, softmax, ``GaussianMixture.post``, the product with the values)."""
+    attn = make(spec)
+    x, src, pad = inputs(tk, side)
+    whole, calls = decode_outputs(attn, x, src, pad, True, monkeypatch)
+    eager, none = decode_outputs(attn, x, src, pad, False, monkeypatch)
+    assert calls == {"attention_step": TQ} and none == {}
+    torch.testing.assert_close(whole, eager, atol=1e-6, rtol=1e-5)
+
+
+@needs_extension
+def test_whole_step_of_a_sentence_without_real_keys_is_zero(monkeypatch):
+    """A source of padding only: the dense path's α and β are 0 there, so is the output
+    before the output projection (its bias is what the layer gives)."""
+    attn = make("gmm")
+    x, src, _ = inputs(6, None)
+    pad = padding_mask([6, 2, 4], 6, "left")
+    pad[1] = True
+    whole, calls = decode_outputs(attn, x, src, pad, True, monkeypatch)
+    eager, _ = decode_outputs(attn, x, src, pad, False, monkeypatch)
+    assert calls == {"attention_step": TQ}
+    torch.testing.assert_close(whole, eager, atol=1e-6, rtol=1e-5)
+    bias = attn.out_proj.bias.detach()
+    torch.testing.assert_close(whole[:, 0, 1], bias.expand(TQ, E), atol=1e-6, rtol=0)
+
+
+@needs_extension
+@pytest.mark.parametrize("spec", ["gmm", "gmm[fusion=gmm]"])
+def test_whole_step_reads_keys_shared_by_beam_hypotheses(spec, monkeypatch):
+    """Beam search stores a sentence's keys once for its hypotheses (``shared_source``):
+    hypothesis b reads key row b / beam. Against one key row per hypothesis, torch ops."""
+    beam = 3
+    attn = make(spec)
+    x, src, pad = inputs(11, "left")
+    src, pad = src.repeat_interleave(beam, dim=1), pad.repeat_interleave(beam, dim=0)
+    x = torch.randn(TQ, B * beam, E)
+    grouped, calls = decode_outputs(attn, x, src, pad, True, monkeypatch)
+    monkeypatch.setattr(shared_source, "ENABLED", False)
+    reference, none = decode_outputs(attn, x, src, pad, False, monkeypatch)
+    assert calls == {"attention_step": TQ} and none == {}
+    torch.testing.assert_close(grouped, reference, atol=1e-6, rtol=1e-5)
+
+
+@needs_extension
+def test_whole_step_steps_aside_for_forced_kernels_and_head_selections(monkeypatch):
+    """A forced attention or mixture kernel runs as asked; a method on some heads only
+    needs the probabilities."""
+    x, src, pad = inputs(9, "right")
+    for spec, forced in (("gmm", "dense"), ("gmm", "gmm_c_step"), ("gmm[heads=1-2]", None)):
+        _, calls = decode_outputs_forced(make(spec), x, src, pad, forced, monkeypatch)
+        assert "attention_step" not in calls and calls.get("mixture_post", 0) == TQ
+
+
+def decode_outputs_forced(attn, x, src, pad, forced, monkeypatch) -> tuple:
+    with dispatch.forced_kernel(forced):
+        return decode_outputs(attn, x, src, pad, True, monkeypatch)
+
+
+@needs_extension
+def test_whole_step_declines_what_it_cannot_take():
+    """One query, float32, keys (B / group, H, Tk, d), outputs (B, H, 1, ·), J per sentence."""
+    layout = PredictorLayout.of(("mu", "sigma", "omega", "gate"), (4, 4, 4, 1), 4, "gate",
+                                0.5)  # fmt: skip
+    b, h, tk, d = 4, 3, 5, 8
+    q, k, v = torch.randn(b, h, 1, d), torch.randn(b, h, tk, d), torch.randn(b, h, tk, d)
+    outputs = torch.randn(b, h, 1, 16)
+    positions = torch.arange(tk).float().add(0.5).expand(b, tk)
+    length = torch.full((b, 1, 1, 1), float(tk))
+    real = torch.ones(b, tk, dtype=torch.bool)
+
+    def step(**changed):
+        args = dict(q=q, k=k, v=v, key_group=1, outputs=outputs, positions=positions,
+                    length=length, real=real) | changed  # fmt: skip
+        return gmm_step.attention_step(layout, **args)
+
+    with torch.no_grad():
+        assert step() is not None
+        assert step(key_group=2, k=k[::2], v=v[::2]) is not None
+        for bad in (
+            dict(q=torch.randn(b, h, 2, d)),  # two queries
+            dict(k=k[::2], v=v[::2]),  # fewer key rows than the group says
+            dict(key_group=3, k=k[:1], v=v[:1]),  # 4 hypotheses are no whole groups of 3
+            dict(q=q.double(), k=k.double(), v=v.double()),
+            dict(outputs=outputs[:, :, :, :0].expand(b, h, 2, 0)),
+            dict(real=real.to(torch.uint8)),
+            dict(length=length[:2]),
+        ):
+            assert step(**bad) is None, bad
+    assert step(q=q.requires_grad_()) is None  # autograd: the torch ops

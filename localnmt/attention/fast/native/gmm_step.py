@@ -13,6 +13,11 @@ not built. It differs from the torch ops by the rounding of exp and log (and, in
 builds, of multiply-adds the compiler fuses), which μ = J·s
 and z = (j − μ)/σ amplify by up to J/σ: tests ask for 1e-5 relative on the attention weights,
 exp itself within 2 ulp, and the same beam-search hypotheses.
+
+:func:`attention_step` goes one step further, to the layer's output: the logits ``q·k_j``,
+their softmax α over the real keys, γ as above and ``γ @ V`` in one call, the sentences split
+among torch's threads. It stands for the dense path of a decoding step (logits, softmax, the
+post stage, the product with the values: about ten torch ops and their Python around them).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, load
+from localnmt.attention.fast.native import has_memory, load, run_by_sentences, use_torchs_threads
 from localnmt.attention.mixture import PredictorLayout
 
 # None without a C compiler at install time, or when built from other sources
@@ -31,6 +36,8 @@ _gmm_step = load("_gmm_step", "gmm_step.c")
 ENABLED = _gmm_step is not None
 #: The C code keeps K parameters per row on the stack.
 MAX_K = 64
+#: Built with OpenMP: :func:`attention_step` splits its sentences among torch's threads itself.
+TEAM = use_torchs_threads(_gmm_step)
 
 
 def mixture_post(layout: PredictorLayout, outputs: Tensor, probs: Tensor, positions: Tensor,
@@ -67,3 +74,51 @@ def mixture_post(layout: PredictorLayout, outputs: Tensor, probs: Tensor, positi
         layout.sigma_min, layout.fixed_gate,
     )  # fmt: skip
     return out
+
+
+def attention_step(layout: PredictorLayout, q: Tensor, k: Tensor, v: Tensor, key_group: int,
+                   outputs: Tensor, positions: Tensor, length: Tensor,
+                   real: Tensor | None) -> Tensor | None:  # fmt: skip
+    """The output ``(B, H, 1, d)`` of one decoding step of GMM cross-attention: α = softmax of
+    ``q·k_j`` over the real keys (``q`` pre-scaled ``(B, H, 1, d)``), γ of eq. 13 from the raw
+    predictor ``outputs`` ``(B, H, 1, C)``, and ``γ @ v``; ``k``, ``v`` ``(B / key_group, H, Tk,
+    d)``, ``positions`` j ``(B, Tk)``, ``length`` J ``(B, 1, 1, 1)``, ``real`` ``(B, Tk)`` bool
+    or None. None where declined (the dense path runs)."""
+    if not ENABLED or layout.k > MAX_K:
+        return None
+    tensors = (q, k, v, outputs, positions, length)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return None
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
+        return None
+    if not all(map(has_memory, (*tensors, *(() if real is None else (real,))))):
+        return None  # torch.func transforms, tracing subclasses
+    batch, heads, tq, dim = q.shape
+    tk = k.size(2)
+    if tq != 1 or k.shape != v.shape or k.shape != (batch // key_group, heads, tk, dim):
+        return None
+    if batch % key_group or length.numel() != batch or positions.shape != (batch, tk):
+        return None
+    if outputs.shape[:3] != (batch, heads, 1):
+        return None
+    if real is not None and (real.dtype != torch.bool or real.shape != (batch, tk)):
+        return None
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    outputs, positions, length = outputs.contiguous(), positions.contiguous(), length.contiguous()
+    if real is not None:
+        real = real.contiguous()
+    out = q.new_empty(batch, heads, 1, dim)
+    args = (
+        _view(out), _view(q), _view(k), _view(v), outputs.data_ptr(), positions.data_ptr(),
+        length.data_ptr(), 0 if real is None else real.data_ptr(), heads, tk, dim, key_group,
+        outputs.size(-1), layout.k, layout.mu_col, layout.mu_n, layout.sigma_col, layout.sigma_n,
+        layout.omega_col, layout.gate_col, layout.fusion, layout.sigma_min, layout.fixed_gate,
+    )  # fmt: skip
+    run_by_sentences(_gmm_step.attention_step, args, batch, None, TEAM)
+    return out
+
+
+def _view(t: Tensor) -> tuple[int, int, int, int]:
+    """``(address, stride of b, of h, of t)`` of a ``(B, H, T, d)`` tensor whose last
+    dimension is contiguous."""
+    return (t.data_ptr(), *t.stride()[:3])

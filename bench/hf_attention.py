@@ -16,6 +16,10 @@ put Localness, CSAN and the methods CSAN compares with in the lowest three encod
 relative positions, local heads, tied Wq/Wk, GMM and the hard-coded Gaussian take every
 layer of their sites.
 
+``--without KERNEL`` adds the columns of each method model with that kernel taken out of its
+registry, interleaved with the others (e.g. ``--families gmm --without gmm_c_attention``: GMM's
+decoding step in one C call against the dense path it replaces).
+
 On a GPU both models run under autocast to ``--dtype`` (float32 parameters, as mixed-precision
 training does).
 """
@@ -23,12 +27,15 @@ training does).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
+from collections.abc import Callable, Iterator
 
 import torch
 
 from bench.measure import interleaved, median_ratio
+from localnmt.attention import dispatch
 
 #: One spec per method family, at a site it applies to.
 FAMILIES = {
@@ -110,6 +117,33 @@ def step_and_generate(model, inputs: dict[str, torch.Tensor], new_tokens: int,
     return step, generate
 
 
+@contextlib.contextmanager
+def without_kernel(name: str | None) -> Iterator[None]:
+    """Kernel ``name`` taken out of its registry inside the block (None: nothing changes)."""
+    if name is None:
+        yield
+        return
+    registry = next(r for r in dispatch.registries() if name in r.names())
+    kept = list(registry._kernels)
+    registry._kernels = [k for k in kept if k.name != name]
+    try:
+        yield
+    finally:
+        registry._kernels = kept
+
+
+def _without(fn: Callable[[], None], name: str) -> Callable[[], None]:
+    def run() -> None:
+        with without_kernel(name):
+            fn()
+
+    return run
+
+
+def kernel_names() -> list[str]:
+    return [n for r in dispatch.registries() for n in r.names()]
+
+
 def main(argv: list[str] | None = None) -> None:
     import localnmt.hf
 
@@ -124,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--placement", choices=("all", "papers"), default="all")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    parser.add_argument("--without", metavar="KERNEL", choices=kernel_names(), default=None,
+                        help="also time each method model with this kernel out of its registry "
+                        "(the columns 'without'), interleaved with the others")  # fmt: skip
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     inputs = {name: t.to(device) for name, t in batch(args).items()}
@@ -139,10 +176,17 @@ def main(argv: list[str] | None = None) -> None:
         model = localnmt.hf.apply(copy.deepcopy(reference), **specs)
         ref_step, ref_gen = step_and_generate(reference, inputs, args.new_tokens, dtype)
         step, gen = step_and_generate(model, inputs, args.new_tokens, dtype)
-        t = interleaved({"ref": ref_step, "m": step}, device, warmup=1, repeats=args.repeats)
-        g = interleaved({"ref": ref_gen, "m": gen}, device, warmup=1, repeats=args.repeats)
-        print(f"{family:20s} {median_ratio(t['ref'], t['m']):10.2f} "
-              f"{median_ratio(g['ref'], g['m']):10.2f}")  # fmt: skip
+        steps, gens = {"ref": ref_step, "m": step}, {"ref": ref_gen, "m": gen}
+        if args.without:
+            steps["w"], gens["w"] = (_without(fn, args.without) for fn in (step, gen))
+        t = interleaved(steps, device, warmup=1, repeats=args.repeats)
+        g = interleaved(gens, device, warmup=1, repeats=args.repeats)
+        line = f"{family:20s} {median_ratio(t['ref'], t['m']):10.2f} "
+        line += f"{median_ratio(g['ref'], g['m']):10.2f}"
+        if args.without:
+            line += f"   without: {median_ratio(t['ref'], t['w']):.2f} "
+            line += f"{median_ratio(g['ref'], g['w']):.2f}"
+        print(line)
     print(f"load {os.getloadavg()[0]:.2f}")
 
 

@@ -39,3 +39,22 @@ def test_a_tiny_run_prints_both_ratios_for_each_family(capsys):
     }
     assert set(rows) == {"rel_pos", "block", "hardcoded_gaussian"}
     assert all(r > 0 for pair in rows.values() for r in pair)
+
+
+def test_without_a_kernel_times_the_model_with_it_out_of_its_registry(capsys):
+    from localnmt.attention import dispatch, mixture
+    from localnmt.attention.fast.native import gmm_step
+
+    kept = mixture.STEP_REGISTRY.names()
+    with dispatch.trace() as traced:
+        hf_attention.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "8",
+                           "--new-tokens", "3", "--repeats", "1", "--families", "gmm",
+                           "--without", "gmm_c_attention"])  # fmt: skip
+    line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith("gmm "))
+    assert re.match(r"gmm\s+[\d.]+\s+[\d.]+\s+without: [\d.]+ [\d.]+$", line), line
+    assert mixture.STEP_REGISTRY.names() == kept  # back in its registry after the run
+    # the generate steps ran with the C step and, in the 'without' calls, the dense path
+    expected = {"gmm_c_attention", "gmm_dense_step"} if gmm_step.ENABLED else {"gmm_dense_step"}
+    assert set(traced.kernels("gmm step")) == expected
+    with pytest.raises(SystemExit):
+        hf_attention.main(["--without", "no_such_kernel"])

@@ -10,10 +10,13 @@ cd "$(dirname "$0")/.."
 OLDEST_TRANSFORMERS="4.53.0"
 VENV="${VENV:-${TMPDIR:-/tmp}/localnmt-oldest-transformers}"
 # the main install's packages stay visible (torch, fairseq, the editable localnmt); only
-# transformers and what it pins (tokenizers, huggingface-hub) are the venv's own
+# transformers and what it pins (tokenizers, huggingface-hub) are the venv's own. kernels too:
+# an older transformers imports it whenever it is installed, and the main install's (pulled by
+# a newer transformers) needs a huggingface-hub the older one does not admit; asked for here,
+# pip picks a release that goes with the venv's pins.
 python -m venv --system-site-packages "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "transformers==$OLDEST_TRANSFORMERS"
+  "transformers==$OLDEST_TRANSFORMERS" kernels
 "$VENV/bin/python" - "$OLDEST_TRANSFORMERS" <<'PY'
 import sys
 import transformers
@@ -31,7 +34,8 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 # T5 needs more (versions.T5_DISPATCH: the first release whose T5 attention dispatches through
 # AttentionInterface); its tests again on that release, which had a bug of its own to cover
 T5_DISPATCH="$("$VENV/bin/python" -c 'from localnmt.hf import versions; print(versions.T5_DISPATCH)')"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "transformers==$T5_DISPATCH"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "transformers==$T5_DISPATCH" kernels
 "$VENV/bin/python" -c "import transformers as t; assert t.__version__ == '$T5_DISPATCH', t.__version__"
 echo "T5's oldest transformers: $T5_DISPATCH"
 "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q -p no:cacheprovider tests/hf/test_t5.py "$@"

@@ -27,10 +27,9 @@ training does).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 
@@ -117,24 +116,9 @@ def step_and_generate(model, inputs: dict[str, torch.Tensor], new_tokens: int,
     return step, generate
 
 
-@contextlib.contextmanager
-def without_kernel(name: str | None) -> Iterator[None]:
-    """Kernel ``name`` taken out of its registry inside the block (None: nothing changes)."""
-    if name is None:
-        yield
-        return
-    registry = next(r for r in dispatch.registries() if name in r.names())
-    kept = list(registry._kernels)
-    registry._kernels = [k for k in kept if k.name != name]
-    try:
-        yield
-    finally:
-        registry._kernels = kept
-
-
 def _without(fn: Callable[[], None], name: str) -> Callable[[], None]:
     def run() -> None:
-        with without_kernel(name):
+        with dispatch.kernel_removed(name):
             fn()
 
     return run

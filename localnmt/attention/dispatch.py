@@ -178,6 +178,23 @@ def forced_kernel(name: str | None) -> Iterator[None]:
         _forced = old
 
 
+@contextlib.contextmanager
+def kernel_removed(name: str) -> Iterator[None]:
+    """Kernel ``name`` out of its registry inside the block, back in its place after (tests,
+    benchmarks: the same model with and without one kernel)."""
+    registry = next((r for r in registries() if name in r.names()), None)
+    if registry is None:
+        raise ValueError(f"unknown kernel '{name}'")
+    order = registry.names()
+    kernel = registry.kernel(name)
+    registry.unregister(name)
+    try:
+        yield
+    finally:
+        registry._kernels.append(kernel)
+        registry.arrange(order)
+
+
 def is_forced(name: str) -> bool:
     """Whether kernel ``name`` is the one forced now (kernels relax their speed rules then)."""
     return _forced == name

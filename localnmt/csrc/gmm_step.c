@@ -32,15 +32,10 @@
 #include <string.h>
 
 #include "builds.h"
+#include "views.h"
 #include "gmm_params.h"
 #include "vec_math.h"
 
-/* A (B, H, T, d) tensor with a contiguous last dimension: row (b, h, t) at AT(view, b, h, t). */
-typedef struct {
-    float *p;
-    Py_ssize_t b, h, t; /* strides in floats */
-} View;
-#define AT(V, bb, hh, tt) ((V).p + (bb) * (V).b + (hh) * (V).h + (tt) * (V).t)
 
 /* One row of attention_step: out = sum_t gamma_t v_{keys[t]} over the n real keys, with
  * gamma_t = lerp(alpha_t, beta[keys[t]], gate) (beta alone for fusion 2) and alpha the softmax
@@ -172,14 +167,6 @@ static PyObject *mixture_post(PyObject *self, PyObject *args) {
     free(c);
     free(acc);
     Py_RETURN_NONE;
-}
-
-/* A view from its Python tuple (address, stride of b, of h, of t). */
-static int parse_view(PyObject *tuple, View *V) {
-    unsigned long long address;
-    if (!PyArg_ParseTuple(tuple, "Knnn", &address, &V->b, &V->h, &V->t)) return 0;
-    V->p = (float *)address;
-    return 1;
 }
 
 /* Sentences lo … hi-1 of attention_step on this thread; 0 where its scratch could not be had. */

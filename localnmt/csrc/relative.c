@@ -27,14 +27,9 @@
 #include <string.h>
 
 #include "builds.h"
+#include "views.h"
 #include "vec_math.h"
 
-/* A (B, H, T, d) tensor with a contiguous last dimension: row (b, h, t) at AT(view, b, h, t). */
-typedef struct {
-    float *p;
-    Py_ssize_t b, h, t; /* strides in floats */
-} View;
-#define AT(V, bb, hh, tt) ((V).p + (bb) * (V).b + (hh) * (V).h + (tt) * (V).t)
 
 typedef struct {
     View q, k, v, out;
@@ -96,14 +91,6 @@ static const BackwardFn backwards[N_BUILDS] = {backward__baseline};
 
 /* Guards the sums into dwk, dwv: calls from several Python threads (the pool) add to them. */
 static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* A view from its Python tuple (address, stride of b, of h, of t). */
-static int parse_view(PyObject *tuple, View *V) {
-    unsigned long long address;
-    if (!PyArg_ParseTuple(tuple, "Knnn", &address, &V->b, &V->h, &V->t)) return 0;
-    V->p = (float *)address;
-    return 1;
-}
 
 /* Parse the problem shared by forward and backward; returns 0 with an exception set. */
 static int parse_relative(PyObject *args, Relative *P, Grads *G, Py_ssize_t *b0,

@@ -100,8 +100,9 @@ def gmm_c_attention(problem: MixtureStepProblem) -> Tensor | Declined:
         mixture.layout, attention.q, attention.k, attention.v, attention.key_group,
         mixture.outputs, mixture.positions, mixture.length, mixture.real,
     )  # fmt: skip
-    return Declined("inputs the C step does not take (dtype, shapes, memory or autograd)") \
-        if out is None else out  # fmt: skip
+    if out is None:
+        return Declined("inputs the C step does not take (dtype, shapes, memory or autograd)")
+    return out
 
 
 def _raw_check(problem: MixtureProblem) -> str | None:

@@ -316,8 +316,7 @@ class GaussianMixture(AttentionModifier):
         kernel plus ``(g·β) @ V`` did not beat forming α and γ (docs/huggingface.md)."""
         if ctx.incremental or ctx.recording:
             return None
-        scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
-        outputs = self.predictors.outputs(ctx.q, scale)
+        outputs = self._raw_outputs(ctx)
         shape = (*outputs.shape[:3], ctx.k.size(2))
         return AffinePost(self._keep(outputs), self._gamma(ctx, self.source(ctx), outputs, shape))
 
@@ -328,16 +327,14 @@ class GaussianMixture(AttentionModifier):
         if not ctx.incremental or ctx.recording:
             return None
         sources = self.source(ctx)  # first: a new source batch forgets the reused weights
-        scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
-        outputs = self.predictors.outputs(ctx.q, scale, reuse=True)
+        outputs = self._raw_outputs(ctx)
         shape = (*outputs.shape[:3], problem.k.size(2))
         mixture = self._mixture_problem(ctx, sources, outputs, shape, None)
         return gmm_step_output(MixtureStepProblem(problem, mixture))
 
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         sources = self.source(ctx)  # first: a new source batch forgets the reused weights
-        scale = math.sqrt(ctx.q.size(-1))  # Q(s_i): undo the 1/√d
-        outputs = self.predictors.outputs(ctx.q, scale, reuse=ctx.incremental)
+        outputs = self._raw_outputs(ctx)
         return self._gamma(ctx, sources, outputs, probs.shape, probs)
 
     def _gamma(self, ctx: AttentionContext, sources: Sources, outputs: Tensor,
@@ -368,6 +365,12 @@ class GaussianMixture(AttentionModifier):
             )
         )
         return combine(beta, gate, problem.alpha)
+
+    def _raw_outputs(self, ctx: AttentionContext) -> Tensor:
+        """The predictors' raw outputs (eq. 7-9, 14) on Q(s_i), the query before its 1/√d;
+        a decoding run reuses its folded weights (:meth:`PredictorBank._folded`)."""
+        scale = math.sqrt(ctx.q.size(-1))
+        return self.predictors.outputs(ctx.q, scale, reuse=ctx.incremental)
 
     def _mixture_problem(
         self,

@@ -207,3 +207,17 @@ def test_a_forced_kernel_that_declines_gives_every_reason():
         att(x, x, x, need_weights=False)
     assert err.value.reasons == ["no window (band) restricts the keys", "a bias"]
     assert "no window (band) restricts the keys; a bias" in str(err.value)
+
+
+def test_kernel_removed_takes_one_kernel_out_and_puts_it_back_in_its_place():
+    from localnmt.attention import mixture
+
+    order = mixture.REGISTRY.names()
+    with dispatch.kernel_removed("gmm_c_raw"):
+        assert mixture.REGISTRY.names() == [n for n in order if n != "gmm_c_raw"]
+    assert mixture.REGISTRY.names() == order
+    with pytest.raises(RuntimeError), dispatch.kernel_removed("gmm_c_raw"):
+        raise RuntimeError("the block fails")
+    assert mixture.REGISTRY.names() == order
+    with pytest.raises(ValueError, match="unknown kernel 'nope'"), dispatch.kernel_removed("nope"):
+        pass

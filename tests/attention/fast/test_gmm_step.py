@@ -256,13 +256,9 @@ def test_whole_step_steps_aside_for_forced_kernels_and_head_selections(monkeypat
     needs the probabilities."""
     x, src, pad = inputs(9, "right")
     for spec, forced in (("gmm", "dense"), ("gmm", "gmm_c_step"), ("gmm[heads=1-2]", None)):
-        _, calls = decode_outputs_forced(make(spec), x, src, pad, forced, monkeypatch)
+        with dispatch.forced_kernel(forced):
+            _, calls = decode_outputs(make(spec), x, src, pad, True, monkeypatch)
         assert "attention_step" not in calls and calls.get("mixture_post", 0) == TQ
-
-
-def decode_outputs_forced(attn, x, src, pad, forced, monkeypatch) -> tuple:
-    with dispatch.forced_kernel(forced):
-        return decode_outputs(attn, x, src, pad, True, monkeypatch)
 
 
 @needs_extension

@@ -89,6 +89,12 @@ def has_memory(t: Tensor) -> bool:
     return True
 
 
+def view_of(t: Tensor) -> tuple[int, int, int, int]:
+    """``(address, stride of b, of h, of t)`` of a ``(B, H, T, d)`` tensor whose last
+    dimension is contiguous: a ``View`` of ``csrc/views.h``."""
+    return (t.data_ptr(), *t.stride()[:3])
+
+
 def _sentence_ranges(bsz: int) -> list[tuple[int, int]]:
     parts = max(1, min(torch.get_num_threads(), bsz))
     bounds = [bsz * i // parts for i in range(parts + 1)]

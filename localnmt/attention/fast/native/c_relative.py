@@ -21,7 +21,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, load, run_by_sentences, use_torchs_threads
+from localnmt.attention.fast.native import (
+    has_memory,
+    load,
+    run_by_sentences,
+    use_torchs_threads,
+    view_of,
+)
 
 # None without a C compiler at install time, or when built from other sources
 # (localnmt/cbuild.py): the dense reference runs
@@ -62,12 +68,6 @@ def c_relative_attention(q: Tensor, k: Tensor, v: Tensor, key_table: Tensor,
     return _CRelative.apply(q, k, v, key_table, value_table, buckets, real, causal)
 
 
-def _view(t: Tensor) -> tuple[int, int, int, int]:
-    """``(address, stride of b, of h, of t)`` of a ``(B, H, T, d)`` tensor whose last
-    dimension is contiguous, for relative.c."""
-    return (t.data_ptr(), *t.stride()[:3])
-
-
 class _CRelative(torch.autograd.Function):
     """Forward and backward of relative.c; keeps q, k, v, the tables, the output and the
     log-sum-exp."""
@@ -75,7 +75,7 @@ class _CRelative(torch.autograd.Function):
     @staticmethod
     def _args(q, k, v, wk, wv, out, lse, buckets, real, causal) -> tuple:
         _, heads, tq, dim = q.shape
-        return (_view(q), _view(k), _view(v), _view(out), lse.data_ptr(), wk.data_ptr(),
+        return (view_of(q), view_of(k), view_of(v), view_of(out), lse.data_ptr(), wk.data_ptr(),
                 wv.data_ptr(), buckets.data_ptr(), 0 if real is None else real.data_ptr(),
                 heads, tq, k.size(2), dim, wk.size(0), int(causal))  # fmt: skip
 
@@ -88,7 +88,7 @@ class _CRelative(torch.autograd.Function):
         out = q.new_empty(bsz, tq, heads, dim).transpose(1, 2)
         lse = q.new_empty(q.shape[:3])
         args = _CRelative._args(q, k, v, wk, wv, out, lse, buckets, real, causal)
-        unused = (_view(out),) * 4 + (0, 0)
+        unused = (view_of(out),) * 4 + (0, 0)
         run_by_sentences(_relative.forward, args, q.size(0), unused, TEAM)
         ctx.rest = (out, lse, buckets, real, causal)
         return out
@@ -115,7 +115,7 @@ class _CRelative(torch.autograd.Function):
         dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
         dwk, dwv = torch.zeros_like(wk), torch.zeros_like(wv)
         args = _CRelative._args(q, k, v, wk, wv, out, lse, buckets, real, causal)
-        grads = (_view(grad), _view(dq), _view(dk), _view(dv), dwk.data_ptr(), dwv.data_ptr())
+        grads = (*map(view_of, (grad, dq, dk, dv)), dwk.data_ptr(), dwv.data_ptr())
         run_by_sentences(_relative.backward, args, q.size(0), grads, TEAM)
         return dq, dk, dv, dwk, dwv, *none
 

@@ -25,7 +25,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, load, run_by_sentences, use_torchs_threads
+from localnmt.attention.fast.native import (
+    has_memory,
+    load,
+    run_by_sentences,
+    use_torchs_threads,
+    view_of,
+)
 from localnmt.attention.mixture import PredictorLayout
 
 # None without a C compiler at install time, or when built from other sources
@@ -109,16 +115,10 @@ def attention_step(layout: PredictorLayout, q: Tensor, k: Tensor, v: Tensor, key
         real = real.contiguous()
     out = q.new_empty(batch, heads, 1, dim)
     args = (
-        _view(out), _view(q), _view(k), _view(v), outputs.data_ptr(), positions.data_ptr(),
+        view_of(out), view_of(q), view_of(k), view_of(v), outputs.data_ptr(), positions.data_ptr(),
         length.data_ptr(), 0 if real is None else real.data_ptr(), heads, tk, dim, key_group,
         outputs.size(-1), layout.k, layout.mu_col, layout.mu_n, layout.sigma_col, layout.sigma_n,
         layout.omega_col, layout.gate_col, layout.fusion, layout.sigma_min, layout.fixed_gate,
     )  # fmt: skip
     run_by_sentences(_gmm_step.attention_step, args, batch, None, TEAM)
     return out
-
-
-def _view(t: Tensor) -> tuple[int, int, int, int]:
-    """``(address, stride of b, of h, of t)`` of a ``(B, H, T, d)`` tensor whose last
-    dimension is contiguous."""
-    return (t.data_ptr(), *t.stride()[:3])

@@ -197,8 +197,10 @@ class CallPositions:
 
 @dataclass(frozen=True)
 class CacheKey(Generic[T]):
-    """A key of :class:`CallCache`, typed by the value it holds: ``CacheKey[Tensor]("rel_pos
-    buckets", clip)``. ``part`` tells apart values of the same name (an option, a modifier)."""
+    """A key of :class:`CallCache`, typed by the value it holds: ``key: CacheKey[Tensor] =
+    CacheKey("rel_pos buckets", clip)`` (annotated, not subscripted: a subscripted call costs
+    a caught exception on this frozen class). ``part`` tells apart values of the same name (an
+    option, a modifier)."""
 
     name: str
     part: Hashable = None

@@ -86,6 +86,11 @@ class Kernel(Generic[P]):
     shares_source: bool = False
     #: takes attention problems with a relative value term (``AttentionProblem.relative_values``)
     relative_values: bool = False
+    #: the one feature without which the kernel has nothing to do (a band, a Gaussian bias …),
+    #: as a cheap test: ``requires(problem)`` is the reason to decline, or None. Its reason
+    #: comes after the registry's common reason, before the check's, which then need not be
+    #: asked of a problem that lacks it.
+    requires: Callable[[P], str | None] | None = None
 
 
 def found_reasons(found: Iterable[str] | str | None, every: bool = True) -> list[str]:
@@ -232,12 +237,13 @@ class KernelRegistry(Generic[P]):
         check: Check | None = None,
         shares_source: bool = False,
         relative_values: bool = False,
+        requires: Callable[[P], str | None] | None = None,
     ) -> Callable[[Callable[[P], Tensor | Declined | None]], Callable]:
         """Decorator on a kernel's ``run``: add it, after the kernels registered before (a
         kernel of the same name is replaced in its place); :meth:`arrange` sets the order."""
 
         def wrap(run: Callable[[P], Tensor | Declined | None]) -> Callable:
-            kernel = Kernel(name, run, check, shares_source, relative_values)
+            kernel = Kernel(name, run, check, shares_source, relative_values, requires)
             names = self.names()
             if name in names:
                 self._kernels[names.index(name)] = kernel
@@ -290,6 +296,12 @@ class KernelRegistry(Generic[P]):
                 if not every:
                     return [common]
                 found.append(common)
+        if kernel.requires is not None:
+            missing = kernel.requires(problem)
+            if missing is not None:
+                if not every:
+                    return [missing]
+                found.append(missing)
         if kernel.check is not None:
             found += found_reasons(kernel.check(problem), every)
         return found

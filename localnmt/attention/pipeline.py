@@ -256,27 +256,26 @@ class LocalAttention(MultiheadParameters):
         key_group: int,
         fold: bool = False,
     ) -> tuple[AttentionContext, AttentionProblem]:
-        """The call's context (transforms applied) and kernel problem; with ``fold``, the
+        """The call's context (transforms applied) and kernel problem (the caller sets the
+        thread count: :func:`one_thread_if_small`); with ``fold``, the
         methods' key and value terms (:meth:`AttentionModifier.key_value_terms`) added to the
         problem's keys and values."""
         if key_padding_mask is not None and key_padding_mask.dim() == 0:
             key_padding_mask = None
         if self.add_zero_attn:
             k, v, key_padding_mask, attn_mask = self._zero_attn(k, v, key_padding_mask, attn_mask)
-        with one_thread_if_small(problem_size(q, k, self.num_heads), q.device):
-            ctx = self._context(query_input, q, k, v, key_padding_mask, state, query_offset)
-            ctx.key_group = key_group
-            for modifier in self._uses("transform"):
-                modifier.transform(ctx)
-            terms = [t for m in self._uses("key_value_terms") if fold
-                     for t in [m.key_value_terms(ctx)] if t is not None]  # fmt: skip
-            problem = build_problem(
-                ctx, list(self.modifiers), key_padding_mask, attn_mask, self._dropout_p(),
-                self.site.causal,
-            )  # fmt: skip
-            for key_term, value_term in terms:
-                problem.k = problem.k + key_term.to(problem.k.dtype)
-                problem.v = problem.v + value_term.to(problem.v.dtype)
+        ctx = self._context(query_input, q, k, v, key_padding_mask, state, query_offset)
+        ctx.key_group = key_group
+        for modifier in self._uses("transform"):
+            modifier.transform(ctx)
+        terms = [t for m in self._uses("key_value_terms") if fold
+                 for t in [m.key_value_terms(ctx)] if t is not None]  # fmt: skip
+        problem = build_problem(
+            ctx, self.modifiers, key_padding_mask, attn_mask, self._dropout_p(), self.site.causal
+        )
+        for key_term, value_term in terms:
+            problem.k = problem.k + key_term.to(problem.k.dtype)
+            problem.v = problem.v + value_term.to(problem.v.dtype)
         return ctx, problem
 
     def _logits_and_values(
@@ -293,9 +292,10 @@ class LocalAttention(MultiheadParameters):
     ) -> tuple[Tensor, Tensor]:
         """fairseq's ``before_softmax``: the logits ``(B·H, Tq, Tk)`` and values."""
         state = None if buffer is None else buffer.entries
-        ctx, problem = self._problem(
-            query, q, k, v, key_padding_mask, attn_mask, state, query_offset, key_group
-        )
+        with one_thread_if_small(problem_size(q, k, self.num_heads), q.device):
+            ctx, problem = self._problem(
+                query, q, k, v, key_padding_mask, attn_mask, state, query_offset, key_group
+            )
         note_reference(problem, "before_softmax: logits requested")
         # blocked keys at the output dtype's most negative finite value, not −inf
         # (float16 cannot hold MASK_VALUE): a row without keys stays NaN-free

@@ -10,6 +10,8 @@ all keys, an unlimited band).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch import Tensor
 
@@ -21,7 +23,7 @@ from localnmt.attention.problem import AttentionProblem
 
 def build_problem(
     ctx: AttentionContext,
-    modifiers: list[AttentionModifier],
+    modifiers: Iterable[AttentionModifier],
     key_padding_mask: Tensor | None,
     attn_mask: Tensor | None,
     dropout_p: float,

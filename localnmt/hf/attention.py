@@ -16,6 +16,7 @@ real key, also in a causal mask) and takes the causal triangle from the site.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -90,15 +91,42 @@ def localnmt_attention(
 
 def key_padding(mask: Tensor | None) -> Tensor | None:
     """``(B, Tk)`` True at padding, from transformers' mask: 4-D bool (True = attend) or
-    additive float, or 2-D (1 = real token); None where no key is padding."""
+    additive float, or 2-D (1 = real token); None where no key is padding. A model hands
+    every layer of a forward the same mask: the answer for the last mask seen is kept (while
+    that tensor lives and is not written to), which spares each further layer a pass and a
+    sync."""
     if mask is None:
         return None
+    last = _last_padding
+    version = _version_of(mask)
+    if last is not None and last[0]() is mask and version is not None and last[1] == version:
+        return last[2]
     if mask.dim() == 2:
         blocked = ~mask.bool()
     else:
         row = mask[:, 0, -1, :]  # the last query sees every real key, causal or not
         blocked = ~row if row.dtype == torch.bool else row < 0
-    return blocked if bool(blocked.any()) else None
+    found = blocked if bool(blocked.any()) else None
+    _remember_padding(mask, version, found)
+    return found
+
+
+#: ``(weak reference to a mask, its version counter, key_padding's answer)`` or None.
+_last_padding: tuple[weakref.ref, int, Tensor | None] | None = None
+
+
+def _remember_padding(mask: Tensor, version: int | None, found: Tensor | None) -> None:
+    global _last_padding
+    if version is not None:
+        _last_padding = (weakref.ref(mask), version, found)
+
+
+def _version_of(mask: Tensor) -> int | None:
+    """The tensor's version counter (None for inference tensors, which keep none)."""
+    try:
+        return mask._version
+    except RuntimeError:
+        return None
 
 
 def _decoder_length(cache: Any, layer: int) -> int:

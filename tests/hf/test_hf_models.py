@@ -183,3 +183,26 @@ def test_setup_extra_asks_for_the_checked_range() -> None:
 
     setup = (Path(__file__).parents[2] / "setup.py").read_text()
     assert f'"hf": ["{REQUIREMENT}"' in setup
+
+
+def test_key_padding_is_read_once_per_mask_and_again_after_a_write() -> None:
+    """Every layer of a forward gets the same mask: the answer is kept for that tensor, and
+    recomputed once it is written to or another mask comes (inference tensors too)."""
+    from localnmt.hf.attention import key_padding
+
+    mask = torch.ones(2, 1, 3, 4, dtype=torch.bool)
+    mask[0, ..., 0] = False
+    first = key_padding(mask)
+    assert first is not None and first.tolist() == [[True, False, False, False], [False] * 4]
+    assert key_padding(mask) is first
+    mask[0, ..., 0] = True  # written in place: padding gone
+    assert key_padding(mask) is None
+    other = torch.zeros(2, 1, 1, 4)
+    other[1, ..., 3] = float("-inf")
+    assert key_padding(other).tolist() == [[False] * 4, [False, False, False, True]]
+    with torch.inference_mode():
+        frozen = torch.ones(2, 4)
+        frozen[0, 0] = 0
+        assert key_padding(frozen).tolist() == [[True, False, False, False], [False] * 4]
+        frozen[0, 0] = 1
+        assert key_padding(frozen) is None

@@ -189,8 +189,6 @@ def _keys(problem: AttentionProblem) -> tuple[Tensor, Tensor, int | None]:
 def check(problem: AttentionProblem) -> Iterator[str]:
     """Every reason the band kernel cannot take ``problem``; the speed rules only for a
     problem it could compute."""
-    if not problem.bands:
-        yield "no window (band) restricts the keys"
     if problem.allowed is not None:
         yield "a dense mask (only bands, padding and the causal triangle)"
     if problem.has_bias:
@@ -229,7 +227,11 @@ def _c_reason(widest: int) -> str:
     return "needs float32 on the CPU without dropout"
 
 
-@register_kernel("band", check=check)
+def requires(problem: AttentionProblem) -> str | None:
+    return None if problem.bands else "no window (band) restricts the keys"
+
+
+@register_kernel("band", check=check, requires=requires)
 def band_kernel(problem: AttentionProblem) -> Tensor:
     """Band attention for window restrictions: in C where it runs, else in blocks."""
     k, v, area = _keys(problem)

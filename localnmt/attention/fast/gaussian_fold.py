@@ -57,8 +57,6 @@ def fold(problem: AttentionProblem) -> tuple[Tensor, Tensor] | None:
 
 def check(problem: AttentionProblem) -> Iterator[str]:
     """Every reason the fold cannot take ``problem``."""
-    if not problem.quadratic:
-        yield "no Gaussian (quadratic) bias to fold"
     if problem.dense_bias is not None or problem.relative is not None:
         yield "a dense bias"
     if problem.q.dtype != torch.float32:
@@ -66,7 +64,11 @@ def check(problem: AttentionProblem) -> Iterator[str]:
         yield f"{dtype} inputs (the folded terms need float32)"
 
 
-@register_kernel("gaussian_fold", check=check)
+def requires(problem: AttentionProblem) -> str | None:
+    return None if problem.quadratic else "no Gaussian (quadratic) bias to fold"
+
+
+@register_kernel("gaussian_fold", check=check, requires=requires)
 def gaussian_fold_kernel(problem: AttentionProblem) -> Tensor | Declined:
     """SDPA on ``[q, a, b']·[k, j'², j']`` with the boolean restrictions as a mask."""
     folded = fold(problem)

@@ -37,8 +37,6 @@ MAX_KEYS = 64 if threads_sleep() else 32
 
 def check(problem: AttentionProblem) -> Iterator[str]:
     """Every reason the C kernel cannot take ``problem``."""
-    if not problem.relative_values or problem.relative is None:
-        yield "no relative value term (the other kernels take the problem)"
     if not c_relative.ENABLED:
         yield "the C extension localnmt._relative is not built"
     if problem.q.device.type != "cpu":
@@ -60,7 +58,13 @@ def check(problem: AttentionProblem) -> Iterator[str]:
         yield f"Tk = {tk} > {MAX_KEYS}, where the dense path's matrix products are faster"
 
 
-@register_kernel("relative", check=check, relative_values=True)
+def requires(problem: AttentionProblem) -> str | None:
+    if problem.relative_values and problem.relative is not None:
+        return None
+    return "no relative value term (the other kernels take the problem)"
+
+
+@register_kernel("relative", check=check, relative_values=True, requires=requires)
 def relative_kernel(problem: AttentionProblem) -> Tensor | Declined:
     """Shaw et al.'s eqs. 3-5 in one C call forward and one backward."""
     terms = problem.relative

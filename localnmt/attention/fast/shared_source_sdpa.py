@@ -18,15 +18,17 @@ from localnmt.attention.shared_source import from_groups, to_groups
 
 def check(problem: AttentionProblem) -> Iterator[str]:
     """Every reason the grouped SDPA cannot take ``problem``."""
-    if problem.key_group == 1:
-        yield "one key row per query row (no shared source)"
     if problem.causal or problem.allowed is not None or problem.bands:
         yield "restrictions other than padding (the dense reference reads grouped keys)"
     if problem.has_bias:
         yield "a bias (the dense reference reads grouped keys)"
 
 
-@register_kernel("shared_source", check=check, shares_source=True)
+def requires(problem: AttentionProblem) -> str | None:
+    return "one key row per query row (no shared source)" if problem.key_group == 1 else None
+
+
+@register_kernel("shared_source", check=check, shares_source=True, requires=requires)
 def shared_source_kernel(problem: AttentionProblem) -> Tensor:
     """Fused SDPA over ``(B, H, g·Tq, d)`` grouped queries against ``(B, H, Tk, d)`` keys."""
     group, tq = problem.key_group, problem.q.size(2)

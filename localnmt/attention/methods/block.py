@@ -100,11 +100,12 @@ class Block(AttentionModifier):
         nb = max(1, int(blocks.masked_fill(~real, -1).max()) + 1)
         blocks = blocks.masked_fill(~real, nb)  # padding goes to a spare block, dropped below
         # multi-dimensional source2token within each block: softmax over the block's tokens,
-        # stabilised by each block's own maximum (scatter amax), O(T·d) memory
+        # stabilised by each block's own maximum (scatter amax), O(T·d) memory; the maximum
+        # cancels between numerator and denominator, so no gradient flows through it
         scores = self.s2t_score(F.elu(self.s2t_hidden(x))).float()  # (B, T, d)
         index = blocks[:, :, None].expand(bsz, t, d)
         top = scores.new_full((bsz, nb + 1, d), MASK_VALUE)
-        top = top.scatter_reduce(1, index, scores, reduce="amax", include_self=True)
+        top = top.scatter_reduce(1, index, scores.detach(), reduce="amax", include_self=True)
         e = torch.exp(scores - top.gather(1, index))
         num = x.new_zeros(bsz, nb + 1, d, dtype=torch.float32).scatter_add(1, index, e * x.float())
         den = e.new_zeros(bsz, nb + 1, d).scatter_add(1, index, e)

@@ -86,7 +86,8 @@ class LocalHard(AttentionModifier):
                 ctx.keep(LocalHardRecord(centre=centre))
             return centre
 
-        return ctx.cache.get(CacheKey[Tensor]("local_hard centre", self), build)
+        key: CacheKey[Tensor] = CacheKey("local_hard centre", self)
+        return ctx.cache.get(key, build)
 
     def bias(self, ctx: AttentionContext) -> QuadraticBias:
         centre = self._centre(ctx)

@@ -32,6 +32,7 @@ import functools
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from localnmt.attention.context import AttentionContext, AttentionSite, CacheKey, RelativeTerms
@@ -85,14 +86,15 @@ class RelativePosition(AttentionModifier):
             return None
         step = self.step_buckets(ctx)  # (Tk,): the same rows for every hypothesis
         idx = self.buckets(ctx)[:, :, 0, :] if step is None else step  # else (B, 1, Tk)
-        ctx.cache.get(self._folded_key(), lambda: True)
-        return self.rel_key.weight[idx], self.rel_value.weight[idx]
+        ctx.cache.get(self._folded_key, lambda: True)
+        return F.embedding(idx, self.rel_key.weight), F.embedding(idx, self.rel_value.weight)
 
+    @functools.cached_property
     def _folded_key(self) -> CacheKey[bool]:
-        return CacheKey[bool]("rel_pos folded into keys", id(self))
+        return CacheKey("rel_pos folded into keys", self)
 
     def _folded(self, ctx: AttentionContext) -> bool:
-        return ctx.cache.get(self._folded_key(), lambda: False)
+        return ctx.cache.get(self._folded_key, lambda: False)
 
     def value_term_needed(self, ctx: AttentionContext) -> bool:
         return not self._folded(ctx)
@@ -122,7 +124,15 @@ class RelativePosition(AttentionModifier):
             rel = ctx.key_positions[:, None, :] - ctx.query_positions[:, :, None]
             return (rel.round().long().clamp(-k, k) + k).unsqueeze(1)
 
-        return ctx.cache.get(CacheKey[Tensor]("rel_pos buckets", k), build)
+        return ctx.cache.get(self._buckets_key, build)
+
+    @functools.cached_property
+    def _buckets_key(self) -> CacheKey[Tensor]:  # shared by the rel_pos methods of one clip
+        return CacheKey("rel_pos buckets", self.options.clip)
+
+    @functools.cached_property
+    def _terms_key(self) -> CacheKey[RelativeTerms]:
+        return CacheKey("rel_pos terms", self)
 
     def relative_terms(self, ctx: AttentionContext) -> RelativeTerms | None:
         """The tables and buckets of this call (one object per call: the bias and the value
@@ -131,7 +141,7 @@ class RelativePosition(AttentionModifier):
         if self._folded(ctx) or self.step_buckets(ctx) is not None:
             return None
         return ctx.cache.get(
-            CacheKey[RelativeTerms]("rel_pos terms", id(self)),
+            self._terms_key,
             lambda: RelativeTerms(self.rel_key.weight, self.rel_value.weight, self.buckets(ctx)),
         )
 

@@ -153,6 +153,40 @@ def test_a_new_kernel_is_tried_in_its_place_and_its_declines_are_reported():
     assert kernel_names() == order
 
 
+def test_a_kernel_that_requires_a_feature_is_not_checked_without_it():
+    """``requires`` is asked first; where it declines, the dispatch asks nothing else of the
+    kernel, and a trace with ``explain`` lists its reason before the check's."""
+    checked = []
+    order = REGISTRY.names()
+
+    def check(problem):
+        checked.append(problem.q.size(2))
+        yield "the check's own reason"
+
+    def requires(problem):
+        return None if problem.q.size(2) > 3 else "three queries or fewer"
+
+    register_kernel("test_requires", check=check, requires=requires)(lambda p: None)
+    try:
+        REGISTRY.arrange(("test_requires", *order))
+        att = make_attention("encoder_self", "", embed_dim=16, heads=4)
+        for t in (3, 5):
+            x = torch.randn(t, 2, 16)
+            att(x, x, x, need_weights=False)
+        assert checked == [5]  # length 3: requires declined, the check was not asked
+        x = torch.randn(3, 2, 16)
+        with dispatch.trace(explain=True) as seen:
+            att(x, x, x, need_weights=False)
+        assert seen.calls[0].declined["test_requires"] == [
+            "three queries or fewer",
+            "the check's own reason",
+        ]
+        assert seen.kernels() == ["sdpa"]
+    finally:
+        REGISTRY.unregister("test_requires")
+    assert kernel_names() == order
+
+
 def test_debug_log_names_the_kernel(caplog):
     att = make_attention("encoder_self", "localness", embed_dim=16, heads=4)
     x = torch.randn(5, 2, 16)

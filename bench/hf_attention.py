@@ -20,6 +20,13 @@ layer of their sites.
 registry, interleaved with the others (e.g. ``--families gmm --without gmm_c_attention``: GMM's
 decoding step in one C call against the dense path it replaces).
 
+``--work`` adds the ratio of the two models' matrix-product work (``sdpa`` model ÷ method
+model, the multiply-adds of ``mm`` / ``addmm`` that ``torch.utils.flop_counter`` counts: the
+linear layers, the methods' own included; attention's products are left out on both sides,
+as the C kernels' arithmetic is not counted): the speed ratio a method would have if nothing
+but those products took time. A method with parameters of its own (BLOCK's summaries and
+gate, GMM's predictors) cannot reach 1.0 by that measure, whatever its kernels do.
+
 On a GPU both models run under autocast to ``--dtype`` (float32 parameters, as mixed-precision
 training does).
 """
@@ -116,6 +123,25 @@ def step_and_generate(model, inputs: dict[str, torch.Tensor], new_tokens: int,
     return step, generate
 
 
+#: The operations whose work ``--work`` counts (matrix products of the linear layers).
+WORK_OPS = ("mm", "addmm")
+
+
+def matrix_work(fn: Callable[[], None]) -> int:
+    """Multiply-add FLOPs of :data:`WORK_OPS` in one ``fn()`` (torch's FLOP counter)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    counts = counter.get_flop_counts().get("Global", {})
+    return sum(n for op, n in counts.items() if str(op).split(".")[1] in WORK_OPS)
+
+
+def work_ratio(reference: Callable[[], None], method: Callable[[], None]) -> float:
+    """``matrix_work(reference) / matrix_work(method)``."""
+    return matrix_work(reference) / matrix_work(method)
+
+
 def _without(fn: Callable[[], None], name: str) -> Callable[[], None]:
     def run() -> None:
         with dispatch.kernel_removed(name):
@@ -145,6 +171,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--without", metavar="KERNEL", choices=kernel_names(), default=None,
                         help="also time each method model with this kernel out of its registry "
                         "(the columns 'without'), interleaved with the others")  # fmt: skip
+    parser.add_argument("--work", action="store_true",
+                        help="also print each pair's ratio of matrix-product work (columns "
+                        "'work': the speed ratio if only the linear layers took time)")  # fmt: skip
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     inputs = {name: t.to(device) for name, t in batch(args).items()}
@@ -170,6 +199,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.without:
             line += f"   without: {median_ratio(t['ref'], t['w']):.2f} "
             line += f"{median_ratio(g['ref'], g['w']):.2f}"
+        if args.work:
+            line += f"   work: {work_ratio(ref_step, step):.2f} {work_ratio(ref_gen, gen):.2f}"
         print(line)
     print(f"load {os.getloadavg()[0]:.2f}")
 

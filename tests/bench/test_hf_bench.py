@@ -58,3 +58,58 @@ def test_without_a_kernel_times_the_model_with_it_out_of_its_registry(capsys):
     assert set(traced.kernels("gmm step")) == expected
     with pytest.raises(SystemExit):
         hf_attention.main(["--without", "no_such_kernel"])
+
+
+def test_work_counts_the_linear_layers_products_and_not_attentions():
+    import torch
+
+    linear = torch.nn.Linear(4, 3)
+    x, q = torch.randn(5, 4), torch.randn(1, 2, 6, 8)
+
+    def layer_and_attention():
+        linear(x)
+        torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        q @ q.transpose(-1, -2)
+
+    assert hf_attention.matrix_work(layer_and_attention) == 2 * 5 * 4 * 3
+    assert hf_attention.work_ratio(lambda: linear(x), lambda: linear(torch.cat([x, x]))) == 0.5
+
+
+def test_work_columns_follow_the_ratios(capsys):
+    hf_attention.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "12",
+                       "--new-tokens", "4", "--repeats", "1", "--families", "block", "rel_pos",
+                       "--work"])  # fmt: skip
+    rows = {
+        m[1]: (float(m[2]), float(m[3]))
+        for m in (re.match(r"(\w+)\s+[\d.]+\s+[\d.]+\s+work: ([\d.]+) ([\d.]+)$", line)
+                  for line in capsys.readouterr().out.splitlines())  # fmt: skip
+        if m
+    }
+    # BLOCK's summaries and gate are linear layers of its own; rel_pos adds none
+    assert rows["block"][0] < 1.0 and rows["block"][1] < 1.0
+    assert rows["rel_pos"] == (1.0, 1.0)
+
+
+def test_hf_calls_times_each_site_at_a_step_and_over_a_sequence(capsys):
+    from transformers import AttentionInterface
+
+    from bench import hf_calls
+    from localnmt.hf.attention import NAME, localnmt_attention
+
+    hf_calls.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "12",
+                   "--new-tokens", "4", "--calls", "2", "--repeats", "1",
+                   "--families", "rel_pos", "gmm"])  # fmt: skip
+    row = re.compile(r"(\w+)\s+(\w+)\s+(step|sequence)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+$")
+    rows = {
+        (m[1], m[2], m[3]): (int(m[4]), float(m[5]), float(m[6]))
+        for m in map(row.match, capsys.readouterr().out.splitlines())
+        if m
+    }
+    assert set(rows) == {
+        ("rel_pos", "encoder_self", "sequence"), ("rel_pos", "decoder_self", "sequence"),
+        ("rel_pos", "decoder_self", "step"), ("gmm", "cross", "sequence"), ("gmm", "cross", "step"),
+    }  # fmt: skip
+    assert rows[("rel_pos", "decoder_self", "step")][0] == 4  # the longest cache of generate
+    assert rows[("gmm", "cross", "step")][0] == 12  # the source
+    assert all(ours > 0 and theirs > 0 for _, ours, theirs in rows.values())
+    assert AttentionInterface._global_mapping[NAME] is localnmt_attention  # registered back

@@ -1,0 +1,142 @@
+"""One attention call of a transformers model: localnmt's function against transformers' ``sdpa``.
+
+For each family (the models of :mod:`bench.hf_attention`, the method on every layer of its
+sites) the arguments transformers hands the attention function are kept from one greedy
+``generate`` (a decoding step: one query, the longest cache) and one teacher-forced forward
+(a whole sequence), per site; then :func:`localnmt.hf.attention.localnmt_attention` and
+transformers' ``sdpa_attention_forward`` are timed on the very same arguments, interleaved in
+one process, ``--calls`` calls per timing, no gradients. The columns are microseconds per call
+(median over repeats) and their ratio (``sdpa / localnmt``)::
+
+    python -m bench.hf_calls
+    python -m bench.hf_calls --families rel_pos gmm --dim 512 --layers 6
+
+:mod:`bench.hf_attention` times whole models, where a gap is spread over every layer and the
+rest of the model; this shows what one call costs, the pipeline's Python included: at small
+sizes a decoding step is a few microseconds of arithmetic, and what surrounds it decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from bench.hf_attention import FAMILIES, batch, build, placed
+from bench.measure import interleaved
+
+
+@dataclass
+class KeptCall:
+    """The arguments of one call of the attention function (and the layer's kept input)."""
+
+    module: torch.nn.Module
+    args: tuple
+    kwargs: dict[str, Any]
+    layer_call: tuple
+
+    @property
+    def keys(self) -> int:
+        return self.args[1].size(2)
+
+
+def kept_calls(model: torch.nn.Module, inputs: dict[str, torch.Tensor],
+               new_tokens: int) -> dict[tuple[str, str], KeptCall]:  # fmt: skip
+    """``(site, "step" or "sequence")`` → the call of a method layer kept there: the decoding
+    step with the most keys, the first whole-sequence call."""
+    from transformers import AttentionInterface
+
+    from localnmt.hf import attention as hf_attention
+
+    kept: dict[tuple[str, str], KeptCall] = {}
+
+    def keep(module, query, key, value, mask, *args, **kwargs):
+        site = getattr(getattr(module, "localnmt", None), "site", None)
+        if site is not None:
+            shape = "step" if query.size(2) == 1 else "sequence"
+            call = KeptCall(module, (query, key, value, mask, *args), dict(kwargs),
+                            module._localnmt_call)  # fmt: skip
+            old = kept.get((site.kind, shape))
+            if old is None or (shape == "step" and call.keys > old.keys):
+                kept[(site.kind, shape)] = call
+        return hf_attention.localnmt_attention(module, query, key, value, mask, *args, **kwargs)
+
+    AttentionInterface.register(hf_attention.NAME, keep)
+    try:
+        model.eval()
+        with torch.no_grad():
+            model(**inputs)
+            model.generate(
+                input_ids=inputs["input_ids"],
+                attention_mask=inputs["attention_mask"],
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+            )
+    finally:
+        hf_attention.register()
+    return kept
+
+
+def timed_pair(call: KeptCall, calls: int) -> dict[str, Callable[[], None]]:
+    """``{"localnmt": …, "sdpa": …}``: ``calls`` calls of each function on ``call``'s arguments."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from localnmt.hf.attention import localnmt_attention
+
+    def ours() -> None:
+        for _ in range(calls):
+            call.module._localnmt_call = call.layer_call  # as the layer's pre-hook sets it
+            localnmt_attention(call.module, *call.args, **call.kwargs)
+
+    def theirs() -> None:
+        for _ in range(calls):
+            sdpa_attention_forward(call.module, *call.args, **call.kwargs)
+
+    return {"localnmt": ours, "sdpa": theirs}
+
+
+def main(argv: list[str] | None = None) -> None:
+    import localnmt.hf
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--length", type=int, default=30)
+    parser.add_argument("--new-tokens", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=200, help="calls per timing")
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--families", nargs="*", default=list(FAMILIES), choices=list(FAMILIES))
+    args = parser.parse_args(argv)
+    args.placement = "all"
+    inputs = batch(args)
+    policy = os.environ.get("OMP_WAIT_POLICY") or "torch's default"
+    print(f"cpu, float32, {args.dim}-dim, {args.layers}+{args.layers} layers, batch "
+          f"{args.batch}, load {os.getloadavg()[0]:.2f}, torch threads "
+          f"{torch.get_num_threads()} (OpenMP wait policy: {policy})")  # fmt: skip
+    print(f"{'family':20s} {'site':13s} {'call':9s} {'keys':>4s} {'localnmt µs':>11s} "
+          f"{'sdpa µs':>8s} {'ratio':>6s}   (sdpa time / localnmt time)")  # fmt: skip
+    device = torch.device("cpu")
+    for family in args.families:
+        model = localnmt.hf.apply(copy.deepcopy(build(args)), **placed(family, "all", args.layers))
+        kept = kept_calls(model, inputs, args.new_tokens)
+        for (site, shape), call in sorted(kept.items()):
+            with torch.no_grad():
+                times = interleaved(timed_pair(call, args.calls), device, warmup=1,
+                                    repeats=args.repeats)  # fmt: skip
+            ours, theirs = (statistics.median(times[k]) / args.calls * 1e6
+                            for k in ("localnmt", "sdpa"))  # fmt: skip
+            print(f"{family:20s} {site:13s} {shape:9s} {call.keys:4d} {ours:11.1f} "
+                  f"{theirs:8.1f} {theirs / ours:6.2f}")  # fmt: skip
+    print(f"load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -6,7 +6,9 @@ sites) the arguments transformers hands the attention function are kept from one
 (a whole sequence), per site; then :func:`localnmt.hf.attention.localnmt_attention` and
 transformers' ``sdpa_attention_forward`` are timed on the very same arguments, interleaved in
 one process, ``--calls`` calls per timing, no gradients. The columns are microseconds per call
-(median over repeats) and their ratio (``sdpa / localnmt``)::
+(median over repeats) and their ratio (``sdpa / localnmt``). Where a method gives fewer
+query and key groups than heads (tied Wq/Wk) transformers' function gets them repeated to
+every head::
 
     python -m bench.hf_calls
     python -m bench.hf_calls --families rel_pos gmm --dim 512 --layers 6
@@ -90,6 +92,10 @@ def timed_pair(call: KeptCall, calls: int) -> dict[str, Callable[[], None]]:
 
     from localnmt.hf.attention import localnmt_attention
 
+    heads = max(t.size(1) for t in call.args[:3])  # tied heads: fewer query and key groups
+    plain = tuple(t.repeat_interleave(heads // t.size(1), dim=1) for t in call.args[:3])
+    plain += tuple(call.args[3:])
+
     def ours() -> None:
         for _ in range(calls):
             call.module._localnmt_call = call.layer_call  # as the layer's pre-hook sets it
@@ -97,7 +103,7 @@ def timed_pair(call: KeptCall, calls: int) -> dict[str, Callable[[], None]]:
 
     def theirs() -> None:
         for _ in range(calls):
-            sdpa_attention_forward(call.module, *call.args, **call.kwargs)
+            sdpa_attention_forward(call.module, *plain, **call.kwargs)
 
     return {"localnmt": ours, "sdpa": theirs}
 

@@ -98,7 +98,7 @@ def test_hf_calls_times_each_site_at_a_step_and_over_a_sequence(capsys):
 
     hf_calls.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "12",
                    "--new-tokens", "4", "--calls", "2", "--repeats", "1",
-                   "--families", "rel_pos", "gmm"])  # fmt: skip
+                   "--families", "rel_pos", "gmm", "tied_qk"])  # fmt: skip
     row = re.compile(r"(\w+)\s+(\w+)\s+(step|sequence)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+$")
     rows = {
         (m[1], m[2], m[3]): (int(m[4]), float(m[5]), float(m[6]))
@@ -108,6 +108,7 @@ def test_hf_calls_times_each_site_at_a_step_and_over_a_sequence(capsys):
     assert set(rows) == {
         ("rel_pos", "encoder_self", "sequence"), ("rel_pos", "decoder_self", "sequence"),
         ("rel_pos", "decoder_self", "step"), ("gmm", "cross", "sequence"), ("gmm", "cross", "step"),
+        ("tied_qk", "encoder_self", "sequence"),  # two query / key groups for four heads
     }  # fmt: skip
     assert rows[("rel_pos", "decoder_self", "step")][0] == 4  # the longest cache of generate
     assert rows[("gmm", "cross", "step")][0] == 12  # the source

@@ -62,10 +62,13 @@ class HardcodedGaussian(AttentionModifier):
 
     def _fixed(self, ctx: AttentionContext) -> Tensor:
         """``p_ij`` of the module docstring, float32 ``(B, 1, Tq, Tk)``."""
-        last = (ctx.key_lengths - 1).clamp(min=0)  # (B, Tq)
-        mu = torch.minimum(self.options.ratio * ctx.query_positions, last)
+        last = (ctx.key_lengths - 1).clamp_(min=0)  # (B, Tq)
+        diagonal = ctx.query_positions
+        if self.options.ratio != 1.0:
+            diagonal = self.options.ratio * diagonal
+        mu = torch.minimum(diagonal, last)
         dist = ctx.key_positions[:, None, :] - mu[:, :, None]  # (B, Tq, Tk)
-        logits = -dist * dist / (2 * self.options.std**2)
+        logits = dist.square_().mul_(-0.5 / self.options.std**2)
         if ctx.key_padding_mask is not None:
             logits = logits.masked_fill(ctx.key_padding_mask.bool()[:, None, :], MASK_VALUE)
         if ctx.recording:

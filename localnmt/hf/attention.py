@@ -92,15 +92,15 @@ def localnmt_attention(
 def key_padding(mask: Tensor | None) -> Tensor | None:
     """``(B, Tk)`` True at padding, from transformers' mask: 4-D bool (True = attend) or
     additive float, or 2-D (1 = real token); None where no key is padding. A model hands
-    every layer of a forward the same mask: the answer for the last mask seen is kept (while
-    that tensor lives and is not written to), which spares each further layer a pass and a
-    sync."""
+    every layer of a forward the same masks (a decoder alternates its causal mask and the
+    source's): the answers for the last few masks seen are kept (while each tensor lives and
+    is not written to), which spares each further layer a pass and a sync."""
     if mask is None:
         return None
-    last = _last_padding
     version = _version_of(mask)
-    if last is not None and last[0]() is mask and version is not None and last[1] == version:
-        return last[2]
+    for seen, seen_version, answer in _recent_padding:
+        if seen() is mask and version is not None and seen_version == version:
+            return answer
     if mask.dim() == 2:
         blocked = ~mask.bool()
     else:
@@ -111,14 +111,16 @@ def key_padding(mask: Tensor | None) -> Tensor | None:
     return found
 
 
-#: ``(weak reference to a mask, its version counter, key_padding's answer)`` or None.
-_last_padding: tuple[weakref.ref, int, Tensor | None] | None = None
+#: ``(weak reference to a mask, its version counter, key_padding's answer)``, latest first.
+_recent_padding: tuple[tuple[weakref.ref, int, Tensor | None], ...] = ()
+_REMEMBERED_MASKS = 4
 
 
 def _remember_padding(mask: Tensor, version: int | None, found: Tensor | None) -> None:
-    global _last_padding
+    global _recent_padding
     if version is not None:
-        _last_padding = (weakref.ref(mask), version, found)
+        entry = (weakref.ref(mask), version, found)
+        _recent_padding = (entry, *_recent_padding[: _REMEMBERED_MASKS - 1])
 
 
 def _version_of(mask: Tensor) -> int | None:

@@ -200,6 +200,10 @@ def test_key_padding_is_read_once_per_mask_and_again_after_a_write() -> None:
     other = torch.zeros(2, 1, 1, 4)
     other[1, ..., 3] = float("-inf")
     assert key_padding(other).tolist() == [[False] * 4, [False, False, False, True]]
+    again = key_padding(other)
+    mask[1, ..., 2] = False  # alternating masks (a decoder's causal and source masks) both kept
+    second = key_padding(mask)
+    assert key_padding(other) is again and key_padding(mask) is second
     with torch.inference_mode():
         frozen = torch.ones(2, 4)
         frozen[0, 0] = 0

@@ -154,17 +154,22 @@ def kernel_names() -> list[str]:
     return [n for r in dispatch.registries() for n in r.names()]
 
 
-def main(argv: list[str] | None = None) -> None:
-    import localnmt.hf
-
-    parser = argparse.ArgumentParser(description=__doc__)
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and batch of :func:`build` and :func:`batch` (also ``bench.hf_calls``'s)."""
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--length", type=int, default=30)
     parser.add_argument("--new-tokens", type=int, default=20)
+    parser.add_argument("--families", nargs="*", default=list(FAMILIES), choices=list(FAMILIES))
+
+
+def main(argv: list[str] | None = None) -> None:
+    import localnmt.hf
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_model_arguments(parser)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--families", nargs="*", default=list(FAMILIES))
     parser.add_argument("--placement", choices=("all", "papers"), default="all")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")

@@ -14,8 +14,7 @@ every head::
     python -m bench.hf_calls --families rel_pos gmm --dim 512 --layers 6
 
 :mod:`bench.hf_attention` times whole models, where a gap is spread over every layer and the
-rest of the model; this shows what one call costs, the pipeline's Python included: at small
-sizes a decoding step is a few microseconds of arithmetic, and what surrounds it decides.
+rest of the model; this shows what one call costs, the pipeline's Python included.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from typing import Any
 
 import torch
 
-from bench.hf_attention import FAMILIES, batch, build, placed
+from bench.hf_attention import add_model_arguments, batch, build, placed
 from bench.measure import interleaved
 
 
@@ -112,16 +111,10 @@ def main(argv: list[str] | None = None) -> None:
     import localnmt.hf
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--dim", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--length", type=int, default=30)
-    parser.add_argument("--new-tokens", type=int, default=20)
+    add_model_arguments(parser)
     parser.add_argument("--calls", type=int, default=200, help="calls per timing")
     parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--families", nargs="*", default=list(FAMILIES), choices=list(FAMILIES))
     args = parser.parse_args(argv)
-    args.placement = "all"
     inputs = batch(args)
     policy = os.environ.get("OMP_WAIT_POLICY") or "torch's default"
     print(f"cpu, float32, {args.dim}-dim, {args.layers}+{args.layers} layers, batch "

@@ -121,7 +121,10 @@ class PredictorBank(nn.Module):
             weights = (self.hidden_weight, self.hidden_bias, self.out_weight, self.out_bias)
             return bank_outputs(q, weights, self.bank_shape, scale)
         w1, b1, w2, b2 = self._folded(scale, reuse)
-        return F.linear(F.linear(q, w1, b1).sigmoid_(), w2, b2)
+        # on rows: F.linear on a (B, H, Tq, d) view of transformers' (B, Tq, H·d) projection
+        # cannot flatten it and runs one small GEMM per (sentence, head) instead of one
+        rows = q.reshape(-1, q.size(-1))
+        return F.linear(F.linear(rows, w1, b1).sigmoid_(), w2, b2).view(*q.shape[:-1], -1)
 
     def split(self, outputs: Tensor) -> dict[str, Tensor]:
         """:meth:`outputs` (or a function of it, element by element) by predictor name."""

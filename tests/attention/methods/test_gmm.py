@@ -386,11 +386,15 @@ def test_mixture_params_values_and_gradients_match_eq_10_to_12(variant):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
-def test_predictor_outputs_padding_columns_are_zero():
+@pytest.mark.parametrize("layout", ["contiguous", "heads split from (B, T, H·d)"])
+def test_predictor_outputs_padding_columns_are_zero(layout):
     """K = 4 with a gate has 13 outputs, computed 16 wide (GEMM panel): the 3 extra columns
-    are exactly 0 and every named output equals its own FFN (eq. 7-9, 14)."""
+    are exactly 0 and every named output equals its own FFN (eq. 7-9, 14), also on queries
+    laid out as transformers splits its heads (a transposed view, no autograd)."""
     mod = make("gmm").modifiers[0]
     q = torch.randn(B, H, TQ, D)
+    if layout != "contiguous":
+        q = torch.randn(B, TQ, H, D).transpose(1, 2)
     with torch.no_grad():
         outputs = mod.predictors.outputs(q)
         named = mod.predictors.split(outputs)

@@ -27,6 +27,11 @@ as the C kernels' arithmetic is not counted): the speed ratio a method would hav
 but those products took time. A method with parameters of its own (BLOCK's summaries and
 gate, GMM's predictors) cannot reach 1.0 by that measure, whatever its kernels do.
 
+``--control`` first times a copy of the ``sdpa`` model against the ``sdpa`` model (row
+``sdpa_copy``): a method exactly as fast as ``sdpa`` reads that, not 1.00, in the same run.
+``--spread`` adds the first and third quartile of each column's paired ratios: on a shared
+or virtual machine the median of a few repeats moves by several hundredths between runs.
+
 On a GPU both models run under autocast to ``--dtype`` (float32 parameters, as mixed-precision
 training does).
 """
@@ -40,7 +45,7 @@ from collections.abc import Callable
 
 import torch
 
-from bench.measure import interleaved, median_ratio
+from bench.measure import interleaved, median_ratio, ratio_quartiles
 from localnmt.attention import dispatch
 
 #: One spec per method family, at a site it applies to.
@@ -59,6 +64,9 @@ FAMILIES = {
     "hardcoded_gaussian": {"cross": "hardcoded_gaussian"},
 }
 
+
+#: ``--control``'s row: a copy of the ``sdpa`` model, no method (the run's own noise floor).
+CONTROL = "sdpa_copy"
 
 #: The families the papers place in the lowest three encoder layers (Yang et al. 2018, Table 1;
 #: Yang et al. 2019, Table 1).
@@ -142,6 +150,12 @@ def work_ratio(reference: Callable[[], None], method: Callable[[], None]) -> flo
     return matrix_work(reference) / matrix_work(method)
 
 
+def _spread(reference: list[float], method: list[float]) -> str:
+    """``q1-q3`` of the paired ratios ``reference / method``."""
+    first, third = ratio_quartiles(reference, method)
+    return f"{first:.2f}-{third:.2f}"
+
+
 def _without(fn: Callable[[], None], name: str) -> Callable[[], None]:
     def run() -> None:
         with dispatch.kernel_removed(name):
@@ -179,6 +193,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", action="store_true",
                         help="also print each pair's ratio of matrix-product work (columns "
                         "'work': the speed ratio if only the linear layers took time)")  # fmt: skip
+    parser.add_argument("--control", action="store_true",
+                        help="first time a copy of the sdpa model against it (row "
+                        "'sdpa_copy'): what a method as fast as sdpa reads")  # fmt: skip
+    parser.add_argument("--spread", action="store_true",
+                        help="also print the first and third quartile of each column's paired "
+                        "ratios (columns 'spread')")  # fmt: skip
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     inputs = {name: t.to(device) for name, t in batch(args).items()}
@@ -188,20 +208,23 @@ def main(argv: list[str] | None = None) -> None:
           f"placement {args.placement}, load {os.getloadavg()[0]:.2f}, "
           f"torch threads {torch.get_num_threads()} (OpenMP wait policy: {policy})")  # fmt: skip
     print(f"{'family':20s} {'train step':>10s} {'generate':>10s}   (sdpa time / method time)")
-    for family in args.families:
+    for family in ([CONTROL] if args.control else []) + args.families:
         reference = build(args).to(device)
-        specs = placed(family, args.placement, args.layers)
-        model = localnmt.hf.apply(copy.deepcopy(reference), **specs)
+        model = copy.deepcopy(reference)
+        if family != CONTROL:
+            model = localnmt.hf.apply(model, **placed(family, args.placement, args.layers))
         ref_step, ref_gen = step_and_generate(reference, inputs, args.new_tokens, dtype)
         step, gen = step_and_generate(model, inputs, args.new_tokens, dtype)
         steps, gens = {"ref": ref_step, "m": step}, {"ref": ref_gen, "m": gen}
-        if args.without:
+        if args.without and family != CONTROL:
             steps["w"], gens["w"] = (_without(fn, args.without) for fn in (step, gen))
         t = interleaved(steps, device, warmup=1, repeats=args.repeats)
         g = interleaved(gens, device, warmup=1, repeats=args.repeats)
         line = f"{family:20s} {median_ratio(t['ref'], t['m']):10.2f} "
         line += f"{median_ratio(g['ref'], g['m']):10.2f}"
-        if args.without:
+        if args.spread:
+            line += "   spread: " + " ".join(_spread(c["ref"], c["m"]) for c in (t, g))
+        if "w" in t:
             line += f"   without: {median_ratio(t['ref'], t['w']):.2f} "
             line += f"{median_ratio(g['ref'], g['w']):.2f}"
         if args.work:

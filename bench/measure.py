@@ -100,6 +100,16 @@ def median_ratio(numerator: list[float], denominator: list[float]) -> float:
     return statistics.median(n / d for n, d in zip(numerator, denominator) if d > 0)
 
 
+def ratio_quartiles(numerator: list[float], denominator: list[float]) -> tuple[float, float]:
+    """First and third quartile over repeats of the paired ratios of :func:`median_ratio`
+    (the spread its median comes with; both the one ratio where there is one)."""
+    ratios = [n / d for n, d in zip(numerator, denominator) if d > 0]
+    if len(ratios) < 2:
+        return ratios[0], ratios[0]
+    first, _, third = statistics.quantiles(ratios, n=4, method="inclusive")
+    return first, third
+
+
 def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
     """Peak bytes torch allocates during ``fn()`` above what was live before (see module doc)."""
     if device.type == "cuda":

@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from bench import hf_attention  # noqa: E402
+from bench.measure import ratio_quartiles  # noqa: E402
 from localnmt.attention.attention_specs import AttentionSpecs  # noqa: E402
 
 
@@ -39,6 +40,26 @@ def test_a_tiny_run_prints_both_ratios_for_each_family(capsys):
     }
     assert set(rows) == {"rel_pos", "block", "hardcoded_gaussian"}
     assert all(r > 0 for pair in rows.values() for r in pair)
+
+
+def test_control_row_and_spread_columns(capsys):
+    """``--control`` times the sdpa model against a copy of itself first; ``--spread`` gives
+    each ratio's quartiles, which bracket the median."""
+    hf_attention.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "8",
+                       "--new-tokens", "3", "--repeats", "3", "--families", "tied_qk",
+                       "--control", "--spread"])  # fmt: skip
+    pattern = r"(\w+)\s+([\d.]+)\s+([\d.]+)\s+spread: ([\d.]+)-([\d.]+) ([\d.]+)-([\d.]+)$"
+    rows = [m.groups() for m in map(re.compile(pattern).match,
+                                    capsys.readouterr().out.splitlines()) if m]  # fmt: skip
+    assert [row[0] for row in rows] == ["sdpa_copy", "tied_qk"]
+    for _, train, generate, *quartiles in rows:
+        low_t, high_t, low_g, high_g = map(float, quartiles)
+        assert low_t <= float(train) <= high_t and low_g <= float(generate) <= high_g
+
+
+def test_ratio_quartiles_of_paired_ratios():
+    assert ratio_quartiles([1.0, 2.0, 3.0, 4.0, 5.0], [1.0] * 5) == (2.0, 4.0)
+    assert ratio_quartiles([3.0], [2.0]) == (1.5, 1.5)
 
 
 def test_without_a_kernel_times_the_model_with_it_out_of_its_registry(capsys):

@@ -124,7 +124,7 @@ class PredictorBank(nn.Module):
         # on rows: F.linear on a (B, H, Tq, d) view of transformers' (B, Tq, H·d) projection
         # cannot flatten it and runs one small GEMM per (sentence, head) instead of one
         rows = q.reshape(-1, q.size(-1))
-        return F.linear(F.linear(rows, w1, b1).sigmoid_(), w2, b2).view(*q.shape[:-1], -1)
+        return F.linear(F.linear(rows, w1, b1).sigmoid_(), w2, b2).view(*q.shape[:-1], w2.size(0))
 
     def split(self, outputs: Tensor) -> dict[str, Tensor]:
         """:meth:`outputs` (or a function of it, element by element) by predictor name."""

@@ -404,6 +404,19 @@ def test_predictor_outputs_padding_columns_are_zero(layout):
         torch.testing.assert_close(named[name], ffn(mod, name, q), atol=1e-5, rtol=1e-5)
 
 
+def test_predictor_outputs_of_an_empty_batch():
+    """No rows (every hypothesis finished, an empty batch): the predictors still give a
+    ``(0, H, Tq, width)``, without autograd and through their hand-written backward."""
+    bank = make("gmm").modifiers[0].predictors
+    with torch.no_grad():
+        assert bank.outputs(torch.randn(0, H, 1, D)).shape == (0, H, 1, 16)
+    q = torch.randn(0, H, TQ, D, requires_grad=True)
+    out = bank.outputs(q)
+    assert out.shape == (0, H, TQ, 16)
+    out.sum().backward()
+    assert q.grad.shape == q.shape and not bank.hidden_weight.grad.any()
+
+
 def test_new_decoding_run_reads_weights_written_through_data():
     """The folded predictor weights are kept across the steps of one decoding run only: a
     write through ``.data`` (no version counter sees it) is read at the next run."""

@@ -119,7 +119,7 @@ class _BankGemms(torch.autograd.Function):
         ctx.save_for_backward(q, rows, hidden, w1, b1, w2, b2, blocks)
         ctx.shape, ctx.scale = shape, scale
         return torch.addmm(bias.to(hidden.dtype), hidden, blocks.t().to(hidden.dtype),
-                           alpha=2.0).view(*q.shape[:-1], -1)  # fmt: skip
+                           alpha=2.0).view(*q.shape[:-1], blocks.size(0))  # fmt: skip
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):

@@ -102,8 +102,10 @@ def test_work_columns_follow_the_ratios(capsys):
                        "--work"])  # fmt: skip
     rows = {
         m[1]: (float(m[2]), float(m[3]))
-        for m in (re.match(r"(\w+)\s+[\d.]+\s+[\d.]+\s+work: ([\d.]+) ([\d.]+)$", line)
-                  for line in capsys.readouterr().out.splitlines())  # fmt: skip
+        for m in (
+            re.match(r"(\w+)\s+[\d.]+\s+[\d.]+\s+work: ([\d.]+) ([\d.]+)$", line)
+            for line in capsys.readouterr().out.splitlines()
+        )  # fmt: skip
         if m
     }
     # BLOCK's summaries and gate are linear layers of its own; rel_pos adds none

@@ -40,7 +40,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from localnmt.attention.context import AttentionContext, AttentionSite, QuadraticBias
@@ -141,37 +140,23 @@ class Localness(AttentionModifier):
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
 
-    def _hidden(self, ctx: AttentionContext) -> Tensor:
-        """``tanh(W_p Q_i)`` of eqs. 7 and 9, ``(B, Tq, C)``. Q is the query projection
-        without the pipeline's 1/√d: the factor √d multiplies ``W_p``'s weight (C×C) rather
-        than the queries (every token's C values)."""
-        weight = self.w_p.weight
-        queries = _merge_heads(ctx.q).to(weight.dtype)
-        return torch.tanh(F.linear(queries, weight * math.sqrt(ctx.q.size(-1)), self.w_p.bias))
-
-    def _center_and_window_logits(self, hidden: Tensor) -> tuple[Tensor, Tensor]:
-        """``p`` (eq. 7) and ``z`` (eq. 9) of the query-specific window, each ``(B, H, Tq)``
-        float32: ``U_p`` and ``U_d`` read the same hidden layer, so they run as one product."""
-        heads = self.u_p.out_features
-        weight = torch.cat([self.u_p.weight, self.u_d.weight])
-        bias = None if self.u_p.bias is None else torch.cat([self.u_p.bias, self.u_d.bias])
-        both = F.linear(hidden, weight, bias).float().transpose(1, 2)  # (B, 2H, Tq)
-        return both[:, :heads], both[:, heads:]
+    def _query(self, ctx: AttentionContext) -> Tensor:
+        """Q of eq. 7, ``(B, Tq, C)``: the query projection without the 1/√d scaling."""
+        return _merge_heads(ctx.q) * math.sqrt(ctx.q.size(-1))
 
     def predict(self, ctx: AttentionContext) -> tuple[Tensor, Tensor]:
         """Centre P and window D, each ``(B, H, Tq)`` float32 (eqs. 6–11)."""
         opts = self.options
-        hidden = self._hidden(ctx)  # tanh(W_p Q_i)
+        weight = self.w_p.weight
+        hidden = torch.tanh(self.w_p(self._query(ctx).to(weight.dtype)))  # tanh(W_p Q_i)
         length = ctx.key_lengths.float().unsqueeze(1)  # (B, 1, Tq)
         scale = (length - 1.0).clamp_min(0.0) if opts.center == "length_minus_one" else length
-        if opts.window == "query":
-            p, z = self._center_and_window_logits(hidden)  # eqs. 7 and 9
-        else:
-            p = self.u_p(hidden).float().transpose(1, 2)  # (B, H, Tq), eq. 7
+        p = self.u_p(hidden).float().transpose(1, 2)  # (B, H, Tq)
         center = scale * torch.sigmoid(p)
         if opts.window == "fixed":
             window = torch.full_like(center, opts.fixed_size)
         elif opts.window == "query":
+            z = self.u_d(hidden).float().transpose(1, 2)
             window = length * torch.sigmoid(z)
         elif opts.window == "layer":
             mean = visible_key_mean(ctx).to(self.w_d.weight.dtype)

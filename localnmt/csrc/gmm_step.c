@@ -19,6 +19,10 @@
  *   beta_j  = 0 at padded keys
  *   out_j   = lerp(alpha_j, beta_j, g)          (eq. 13; g = sigmoid(x_gate), 0.5 or beta only)
  *
+ * fixed_gaussian_step is the hard-coded Gaussian's decoding step (You et al. 2020; Zhang & Feng
+ * 2021, Table 2: a fixed Gaussian instead of the dot-product attention): its fixed distribution
+ * over the real keys and p @ V in one call, the reference being attention/fixed_gaussian.py.
+ *
  * attention_step goes on to the layer's output: alpha from the logits q.k_j over the real keys
  * (the pipeline's softmax), gamma as above, and sum_j gamma_j v_j, one row per (sentence, head),
  * the sentences split among torch's OpenMP team (builds.h). A decoding step of the dense path
@@ -82,6 +86,53 @@
         }                                                                                       \
     }
 
+/* The hard-coded Gaussian's weights of one row: p_t over the n real keys keys[t] (positions
+ * pos[keys[t]]) of logits (j - mu)^2 * factor (square, then the factor: the torch path's
+ * order), their softmax; the logits and exps of all tk keys go through e[] (scratch of tk
+ * floats) so that the loops vectorise. Then sum_t p_t v_{keys[t]} for one head. Instantiated
+ * per build. */
+#define DEFINE_FIXED(NAME, EXP, TARGET)                                                         \
+    TARGET static void NAME##_weights(const float *restrict pos, const Py_ssize_t *keys,        \
+                                      Py_ssize_t n, Py_ssize_t tk, float mu, float factor,      \
+                                      float *restrict e, float *restrict p) {                   \
+        for (Py_ssize_t j = 0; j < tk; j++) {                                                   \
+            float dist = pos[j] - mu;                                                           \
+            e[j] = dist * dist * factor;                                                        \
+        }                                                                                       \
+        float top = -INFINITY, total = 0.0f;                                                    \
+        for (Py_ssize_t t = 0; t < n; t++) top = e[keys[t]] > top ? e[keys[t]] : top;           \
+        for (Py_ssize_t j = 0; j < tk; j++) e[j] = EXP(e[j] - top);                             \
+        for (Py_ssize_t t = 0; t < n; t++) {                                                    \
+            p[t] = e[keys[t]];                                                                  \
+            total += p[t];                                                                      \
+        }                                                                                       \
+        for (Py_ssize_t t = 0; t < n; t++) p[t] /= total;                                       \
+    }                                                                                           \
+                                                                                                \
+    TARGET static void NAME##_sum(const float *v, Py_ssize_t v_t, Py_ssize_t d,                 \
+                                  const Py_ssize_t *keys, Py_ssize_t n, const float *p,         \
+                                  float *restrict out) {                                        \
+        Py_ssize_t c = 0;                                                                       \
+        for (; c + 16 <= d; c += 16) { /* 16 outputs held in registers over the keys */          \
+            float acc[16] = {0};                                                                \
+            for (Py_ssize_t t = 0; t < n; t++) {                                                \
+                const float *row = v + keys[t] * v_t + c;                                       \
+                for (int l = 0; l < 16; l++) acc[l] += p[t] * row[l];                           \
+            }                                                                                   \
+            for (int l = 0; l < 16; l++) out[c + l] = acc[l];                                   \
+        }                                                                                       \
+        for (; c < d; c++) {                                                                    \
+            float acc = 0.0f;                                                                   \
+            for (Py_ssize_t t = 0; t < n; t++) acc += p[t] * v[keys[t] * v_t + c];              \
+            out[c] = acc;                                                                       \
+        }                                                                                       \
+    }
+
+typedef void (*FixedWeightsFn)(const float *, const Py_ssize_t *, Py_ssize_t, Py_ssize_t, float,
+                               float, float *, float *);
+typedef void (*FixedSumFn)(const float *, Py_ssize_t, Py_ssize_t, const Py_ssize_t *, Py_ssize_t,
+                           const float *, float *);
+
 typedef void (*AttendFn)(const float *, const float *, Py_ssize_t, const float *, Py_ssize_t,
                          Py_ssize_t, const Py_ssize_t *, Py_ssize_t, const float *, float, int,
                          float *, float *);
@@ -102,6 +153,13 @@ DEFINE_PARAMS(params_avx512, exp_floor, TARGET_AVX512)
 DEFINE_ATTEND(attend_baseline, exp_sse2, )
 DEFINE_ATTEND(attend_avx2, exp_floor, TARGET_AVX2)
 DEFINE_ATTEND(attend_avx512, exp_floor, TARGET_AVX512)
+DEFINE_FIXED(fixed_baseline, exp_sse2, )
+DEFINE_FIXED(fixed_avx2, exp_floor, TARGET_AVX2)
+DEFINE_FIXED(fixed_avx512, exp_floor, TARGET_AVX512)
+static const FixedWeightsFn fixed_weights[N_BUILDS] = {fixed_avx512_weights, fixed_avx2_weights,
+                                                       fixed_baseline_weights};
+static const FixedSumFn fixed_sums[N_BUILDS] = {fixed_avx512_sum, fixed_avx2_sum,
+                                                fixed_baseline_sum};
 static const AttendFn attends[N_BUILDS] = {attend_avx512, attend_avx2, attend_baseline};
 static const MixtureFn mixtures[N_BUILDS] = {mixture_avx512, mixture_avx2, mixture_baseline};
 static const ParamsFn params[N_BUILDS] = {params_avx512_forward, params_avx2_forward,
@@ -110,6 +168,9 @@ static const ParamsFn params[N_BUILDS] = {params_avx512_forward, params_avx2_for
 DEFINE_MIXTURE(mixture_baseline, exp_floor, )
 DEFINE_PARAMS(params_baseline, exp_floor, )
 DEFINE_ATTEND(attend_baseline, exp_floor, )
+DEFINE_FIXED(fixed_baseline, exp_floor, )
+static const FixedWeightsFn fixed_weights[N_BUILDS] = {fixed_baseline_weights};
+static const FixedSumFn fixed_sums[N_BUILDS] = {fixed_baseline_sum};
 static const AttendFn attends[N_BUILDS] = {attend_baseline};
 static const MixtureFn mixtures[N_BUILDS] = {mixture_baseline};
 static const ParamsFn params[N_BUILDS] = {params_baseline_forward};
@@ -262,6 +323,99 @@ static PyObject *attention_step(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Sentences lo … hi-1 of fixed_gaussian_step on this thread; 0 where its scratch could not be
+ * had. Per row (b, i): mu = min(ratio * i, max(J - 1, 0)), logits -(j - mu)^2 / (2 sigma^2)
+ * over the real keys (square, then the factor: the torch path's order), their softmax p (every
+ * key alike where none is real, as the torch path's all-masked row), and per head
+ * out = sum_t p_t v_t: the same p serves every head. */
+static int fixed_sentences(const View *V, const View *O, const float *kpos, const float *qpos,
+                           const float *length, const uint8_t *real, Py_ssize_t heads,
+                           Py_ssize_t tq, Py_ssize_t tk, Py_ssize_t d, Py_ssize_t key_group,
+                           float ratio, float factor, Py_ssize_t lo, Py_ssize_t hi) {
+    float *p = (float *)malloc(sizeof(float) * (size_t)(2 * tk));
+    Py_ssize_t *keys = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)tk);
+    if (p == NULL || keys == NULL) {
+        free(p);
+        free(keys);
+        return 0;
+    }
+    float *e = p + tk;
+    for (Py_ssize_t b = lo; b < hi; b++) {
+        const uint8_t *real_b = real ? real + b * tk : NULL;
+        Py_ssize_t n = 0;
+        for (Py_ssize_t j = 0; j < tk; j++)
+            if (!real_b || real_b[j]) keys[n++] = j;
+        Py_ssize_t used = n;
+        if (n == 0) { /* no real key: every key at the same (masked) logit, as in torch */
+            used = tk;
+            for (Py_ssize_t t = 0; t < tk; t++) {
+                keys[t] = t;
+                p[t] = 1.0f / (float)tk;
+            }
+        }
+        Py_ssize_t kb = b / key_group;
+        for (Py_ssize_t i = 0; i < tq; i++) {
+            if (n > 0) {
+                float last = length[b * tq + i] - 1.0f;
+                last = last < 0.0f ? 0.0f : last;
+                float diagonal = qpos[b * tq + i];
+                if (ratio != 1.0f) diagonal = ratio * diagonal;
+                float mu = diagonal < last ? diagonal : last;
+                fixed_weights[build_current](kpos + b * tk, keys, n, tk, mu, factor, e, p);
+            }
+            for (Py_ssize_t h = 0; h < heads; h++)
+                fixed_sums[build_current](AT(*V, kb, h, 0), V->t, d, keys, used, p,
+                                          AT(*O, b, h, i));
+        }
+    }
+    free(p);
+    free(keys);
+    return 1;
+}
+
+/* fixed_gaussian_step(out, v, kpos, qpos, length, real, heads, tq, tk, d, key_group, ratio,
+ * factor, b0, b1, unused): p @ V of the hard-coded Gaussian (You et al. 2020) for sentences
+ * b0 … b1-1, from the values v (B / key_group, H, Tk, d), the key positions j (B, Tk), the
+ * query positions i and real lengths J (B, Tq), the real keys (B, Tk) bytes or 0 (all real),
+ * ratio and factor = -1 / (2 sigma^2), into out (B, H, Tq, d); out and v view tuples. */
+static PyObject *fixed_gaussian_step(PyObject *self, PyObject *args) {
+    PyObject *out_v, *v_v, *unused;
+    unsigned long long kpos_p, qpos_p, length_p, real_p;
+    Py_ssize_t heads, tq, tk, d, key_group, b0, b1;
+    float ratio, factor;
+    if (!PyArg_ParseTuple(args, "OOKKKKnnnnnffnnO", &out_v, &v_v, &kpos_p, &qpos_p, &length_p,
+                          &real_p, &heads, &tq, &tk, &d, &key_group, &ratio, &factor, &b0, &b1,
+                          &unused))
+        return NULL;
+    View O, V;
+    if (!parse_view(out_v, &O) || !parse_view(v_v, &V)) return NULL;
+    if (heads < 1 || tq < 1 || tk < 1 || d < 1 || key_group < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "fixed_gaussian_step: H=%zd, Tq=%zd, Tk=%zd, d=%zd, key_group=%zd", heads,
+                     tq, tk, d, key_group);
+        return NULL;
+    }
+    const float *kpos = (const float *)kpos_p, *qpos = (const float *)qpos_p;
+    const float *length = (const float *)length_p;
+    const uint8_t *real = (const uint8_t *)real_p;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    TEAM_PARALLEL(b1 - b0 > 1) {
+        Py_ssize_t lo, hi;
+        team_share(b0, b1, &lo, &hi);
+        if (lo < hi && !fixed_sentences(&V, &O, kpos, qpos, length, real, heads, tq, tk, d,
+                                        key_group, ratio, factor, lo, hi)) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+            failed = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
 /* one_term(out, pos, tk, c, mu, sigma): exp(max(c - z^2/2, -87)) over tk keys, the eq. 6 loop
  * of the build in use with one component (for tests of the exp approximation). */
 static PyObject *one_term(PyObject *self, PyObject *args) {
@@ -278,6 +432,8 @@ static PyMethodDef methods[] = {
      "Fused eq. 6 and 10-13 over float32 buffers given by address (see gmm_step.py)."},
     {"attention_step", attention_step, METH_VARARGS,
      "One decoding step of GMM cross-attention to its output (see gmm_step.py)."},
+    {"fixed_gaussian_step", fixed_gaussian_step, METH_VARARGS,
+     "p @ V of the hard-coded Gaussian's decoding step (see gmm_step.py)."},
     {"one_term", one_term, METH_VARARGS, "The eq. 6 loop with one component (tests)."},
     BUILD_METHODS,
     {NULL, NULL, 0, NULL},

@@ -5,8 +5,10 @@ Attention kernels (``problem.register_kernel``, problem ``problem.AttentionProbl
 reference after them) and mixture kernels (``mixture.register_kernel``, problem
 ``mixture.MixtureProblem``, in ``gmm_mixture.py``; the torch ops after them) and whole GMM
 decoding steps (``mixture.register_step_kernel``, problem ``mixture.MixtureStepProblem``; the
-dense path after): see :data:`ATTENTION_ORDER`, :data:`MIXTURE_ORDER` and
-:data:`STEP_ORDER`. The first kernel whose check finds no reason
+dense path after) and the hard-coded Gaussian's decoding steps (``fixed_gaussian.register_kernel``,
+problem ``fixed_gaussian.FixedGaussianProblem``; the torch ops after): see
+:data:`ATTENTION_ORDER`, :data:`MIXTURE_ORDER`, :data:`STEP_ORDER` and
+:data:`FIXED_GAUSSIAN_ORDER`. The first kernel whose check finds no reason
 to decline runs; the order is set here, never by the order of imports.
 
 Helpers, not kernels, in their own wings: ``native/`` (the C runtime: loading the optional
@@ -18,9 +20,10 @@ Every kernel must give the reference path's numbers (tests prove it) and decline
 reasons, any problem it cannot compute exactly (docs/design.md, "Kernels").
 """
 
-from localnmt.attention import mixture, problem
+from localnmt.attention import fixed_gaussian, mixture, problem
 from localnmt.attention.fast import (  # noqa: F401  (each registers its kernels)
     band,
+    fixed_gaussian_step,
     flex,
     gaussian_fold,
     gmm_mixture,
@@ -46,9 +49,12 @@ MIXTURE_ORDER = (
 )
 #: Whole decoding steps of GMM cross-attention (``MixtureStepProblem``; the dense path after).
 STEP_ORDER = ("gmm_c_attention",)  # logits, softmax, eq. 6 and 10-13, γ @ V in one C call
+#: Decoding steps of the hard-coded Gaussian (``FixedGaussianProblem``; the torch ops after).
+FIXED_GAUSSIAN_ORDER = ("fixed_gaussian_c",)  # its distribution and p @ V in one C call
 problem.REGISTRY.arrange(ATTENTION_ORDER)
 mixture.REGISTRY.arrange(MIXTURE_ORDER)
 mixture.STEP_REGISTRY.arrange(STEP_ORDER)
+fixed_gaussian.REGISTRY.arrange(FIXED_GAUSSIAN_ORDER)
 
 #: The kernel modules (tests check that each registers a kernel).
 KERNEL_MODULES = (
@@ -59,4 +65,5 @@ KERNEL_MODULES = (
     "relative",
     "sdpa",
     "gmm_mixture",
+    "fixed_gaussian_step",
 )

@@ -18,11 +18,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
-from localnmt.attention.context import MASK_VALUE, AffinePost, AttentionContext, AttentionSite
+from localnmt.attention.context import AffinePost, AttentionContext, AttentionSite
+from localnmt.attention.fixed_gaussian import (
+    FixedGaussianProblem,
+    fixed_gaussian_output,
+    fixed_means,
+    fixed_probabilities,
+)
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
+from localnmt.attention.problem import AttentionProblem
 from localnmt.attention.record import tensor_field
 
 
@@ -55,22 +61,27 @@ class HardcodedGaussian(AttentionModifier):
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         return self._fixed(ctx).expand_as(probs)
 
-    def post_affine(self, ctx: AttentionContext) -> AffinePost:
+    def post_affine(self, ctx: AttentionContext) -> AffinePost | None:
         """The fixed distribution as ``p ↦ 0·p + p_fixed``: no dot-product attention is
-        computed where nothing needs it (``p_fixed @ V`` only)."""
+        computed where nothing needs it (``p_fixed @ V`` only). Not in incremental decoding,
+        whose step has its own kernels (:meth:`fused_output`)."""
+        if ctx.incremental:
+            return None
         return AffinePost(0.0, self._fixed(ctx))
+
+    def fused_output(self, ctx: AttentionContext, problem: AttentionProblem) -> Tensor | None:
+        """A decoding step's ``p_fixed @ V`` through the ``fixed gaussian`` kernels (one C
+        call where built; the torch ops of :meth:`post_affine` otherwise), no dot product."""
+        if not ctx.incremental or ctx.recording:
+            return None
+        return fixed_gaussian_output(FixedGaussianProblem(
+            problem.v, problem.key_group, ctx.key_positions, ctx.query_positions,
+            ctx.key_lengths, ctx.key_padding_mask, self.options.ratio, self.options.std,
+        ))  # fmt: skip
 
     def _fixed(self, ctx: AttentionContext) -> Tensor:
         """``p_ij`` of the module docstring, float32 ``(B, 1, Tq, Tk)``."""
-        last = (ctx.key_lengths - 1).clamp_(min=0)  # (B, Tq)
-        diagonal = ctx.query_positions
-        if self.options.ratio != 1.0:
-            diagonal = self.options.ratio * diagonal
-        mu = torch.minimum(diagonal, last)
-        dist = ctx.key_positions[:, None, :] - mu[:, :, None]  # (B, Tq, Tk)
-        logits = dist.square_().mul_(-0.5 / self.options.std**2)
-        if ctx.key_padding_mask is not None:
-            logits = logits.masked_fill(ctx.key_padding_mask.bool()[:, None, :], MASK_VALUE)
+        mu = fixed_means(ctx.query_positions, ctx.key_lengths, self.options.ratio)
         if ctx.recording:
             ctx.keep(HardcodedGaussianRecord(mu=mu))
-        return torch.softmax(logits.float(), dim=-1).unsqueeze(1)
+        return fixed_probabilities(mu, ctx.key_positions, ctx.key_padding_mask, self.options.std)

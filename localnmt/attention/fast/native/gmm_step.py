@@ -1,4 +1,5 @@
-"""GMM cross-attention's decoding step after the predictors, fused in C (eq. 6, 10-13).
+"""GMM cross-attention's decoding step after the predictors, fused in C (eq. 6, 10-13), and the
+hard-coded Gaussian's (:func:`fixed_gaussian_step`).
 
 In beam search a step of Gaussian mixture cross-attention works on ``(B·beam, H, 1, ·)``
 tensors: the ~25 torch ops of :meth:`GaussianMixture.post` after the predictors (sigmoids,
@@ -121,4 +122,43 @@ def attention_step(layout: PredictorLayout, q: Tensor, k: Tensor, v: Tensor, key
         layout.omega_col, layout.gate_col, layout.fusion, layout.sigma_min, layout.fixed_gate,
     )  # fmt: skip
     run_by_sentences(_gmm_step.attention_step, args, batch, None, TEAM)
+    return out
+
+
+def fixed_gaussian_step(v: Tensor, key_group: int, key_positions: Tensor, query_positions: Tensor,
+                        key_lengths: Tensor, padding: Tensor | None, ratio: float,
+                        std: float) -> Tensor | None:  # fmt: skip
+    """``p @ V`` ``(B, H, Tq, d)`` of the hard-coded Gaussian (``attention/fixed_gaussian.py``)
+    in one C call: ``v`` ``(B / key_group, H, Tk, d)``, key positions ``(B, Tk)``, query
+    positions and real lengths ``(B, Tq)``, ``padding`` ``(B, Tk)`` True at padding or None.
+    None where declined (the torch ops run)."""
+    if not ENABLED:
+        return None
+    tensors = (v, key_positions, query_positions, key_lengths)
+    if torch.is_grad_enabled() and v.requires_grad:
+        return None
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
+        return None
+    if not all(map(has_memory, (*tensors, *(() if padding is None else (padding,))))):
+        return None  # torch.func transforms, tracing subclasses
+    rows, heads, tk, dim = v.shape
+    batch, tq = query_positions.shape
+    if batch != rows * key_group or key_positions.shape != (batch, tk):
+        return None
+    if key_lengths.shape != (batch, tq):
+        return None
+    if padding is not None and (padding.dtype != torch.bool or padding.shape != (batch, tk)):
+        return None
+    if v.stride(-1) != 1:
+        v = v.contiguous()
+    real = None if padding is None else (~padding).contiguous()
+    key_positions, query_positions = key_positions.contiguous(), query_positions.contiguous()
+    key_lengths = key_lengths.contiguous()
+    out = v.new_empty(batch, heads, tq, dim)
+    args = (
+        view_of(out), view_of(v), key_positions.data_ptr(), query_positions.data_ptr(),
+        key_lengths.data_ptr(), 0 if real is None else real.data_ptr(), heads, tq, tk, dim,
+        key_group, ratio, -0.5 / std**2,
+    )  # fmt: skip
+    run_by_sentences(_gmm_step.fixed_gaussian_step, args, batch, None, TEAM)
     return out

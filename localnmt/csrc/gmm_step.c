@@ -41,10 +41,35 @@
 #include "vec_math.h"
 
 
+/* out = sum_t p_t v_{keys[t]} over d floats (rows v + keys[t] * v_t), 16 outputs held in
+ * registers over all the keys at a time: adding into out in memory key after key makes each
+ * key wait for the store of the one before (three to four times slower on a decoding step's
+ * rows). Instantiated per build. */
+#define DEFINE_WEIGHTED_ROWS(NAME, TARGET)                                                      \
+    TARGET static void NAME(const float *v, Py_ssize_t v_t, Py_ssize_t d, const Py_ssize_t *keys, \
+                            Py_ssize_t n, const float *p, float *restrict out) {                \
+        Py_ssize_t c = 0;                                                                       \
+        for (; c + 16 <= d; c += 16) {                                                          \
+            float acc[16] = {0};                                                                \
+            for (Py_ssize_t t = 0; t < n; t++) {                                                \
+                const float *row = v + keys[t] * v_t + c;                                       \
+                for (int l = 0; l < 16; l++) acc[l] += p[t] * row[l];                           \
+            }                                                                                   \
+            for (int l = 0; l < 16; l++) out[c + l] = acc[l];                                   \
+        }                                                                                       \
+        for (; c < d; c++) {                                                                    \
+            float acc = 0.0f;                                                                   \
+            for (Py_ssize_t t = 0; t < n; t++) acc += p[t] * v[keys[t] * v_t + c];              \
+            out[c] = acc;                                                                       \
+        }                                                                                       \
+    }
+
 /* One row of attention_step: out = sum_t gamma_t v_{keys[t]} over the n real keys, with
  * gamma_t = lerp(alpha_t, beta[keys[t]], gate) (beta alone for fusion 2) and alpha the softmax
  * of the logits q.k_j; score[] is scratch of n floats. Instantiated per build. */
 #define DEFINE_ATTEND(NAME, EXP, TARGET)                                                        \
+    DEFINE_WEIGHTED_ROWS(NAME##_weighted_rows, TARGET)                                          \
+                                                                                                \
     TARGET static float NAME##_dot(const float *restrict a, const float *restrict b,            \
                                    Py_ssize_t d) {                                              \
         float lane[16] = {0};                                                                   \
@@ -79,11 +104,7 @@
             for (Py_ssize_t t = 0; t < n; t++)                                                  \
                 score[t] = lerp(score[t] / total, beta[keys[t]], gate);                         \
         }                                                                                       \
-        for (Py_ssize_t t = 0; t < n; t++) {                                                    \
-            const float *row = v + keys[t] * v_t;                                               \
-            float w = score[t];                                                                 \
-            for (Py_ssize_t c = 0; c < d; c++) out[c] += w * row[c];                            \
-        }                                                                                       \
+        NAME##_weighted_rows(v, v_t, d, keys, n, score, out);                                   \
     }
 
 /* The hard-coded Gaussian's weights of one row: p_t over the n real keys keys[t] (positions
@@ -109,24 +130,7 @@
         for (Py_ssize_t t = 0; t < n; t++) p[t] /= total;                                       \
     }                                                                                           \
                                                                                                 \
-    TARGET static void NAME##_sum(const float *v, Py_ssize_t v_t, Py_ssize_t d,                 \
-                                  const Py_ssize_t *keys, Py_ssize_t n, const float *p,         \
-                                  float *restrict out) {                                        \
-        Py_ssize_t c = 0;                                                                       \
-        for (; c + 16 <= d; c += 16) { /* 16 outputs held in registers over the keys */          \
-            float acc[16] = {0};                                                                \
-            for (Py_ssize_t t = 0; t < n; t++) {                                                \
-                const float *row = v + keys[t] * v_t + c;                                       \
-                for (int l = 0; l < 16; l++) acc[l] += p[t] * row[l];                           \
-            }                                                                                   \
-            for (int l = 0; l < 16; l++) out[c + l] = acc[l];                                   \
-        }                                                                                       \
-        for (; c < d; c++) {                                                                    \
-            float acc = 0.0f;                                                                   \
-            for (Py_ssize_t t = 0; t < n; t++) acc += p[t] * v[keys[t] * v_t + c];              \
-            out[c] = acc;                                                                       \
-        }                                                                                       \
-    }
+    DEFINE_WEIGHTED_ROWS(NAME##_sum, TARGET)
 
 typedef void (*FixedWeightsFn)(const float *, const Py_ssize_t *, Py_ssize_t, Py_ssize_t, float,
                                float, float *, float *);

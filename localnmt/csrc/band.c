@@ -100,7 +100,8 @@ static int parse_band(PyObject *args, Band *P, Py_ssize_t *b0, Py_ssize_t *b1,
     return 1;
 }
 
-/* Scratch for one query's window per thread: scores and row offsets (*each per thread). */
+/* Scratch for one query's window per thread: scores (twice the window: the backward keeps
+ * p and ds) and row offsets (*each per thread). */
 static int window_scratch(const Band *P, float **score, Py_ssize_t **rows, size_t *each) {
     int64_t widest = 0;
     for (Py_ssize_t h = 0; h < P->h; h++) {
@@ -110,7 +111,7 @@ static int window_scratch(const Band *P, float **score, Py_ssize_t **rows, size_
     widest = widest > P->t ? P->t : (widest < 1 ? 1 : widest);
     *each = (size_t)widest * (size_t)P->groups;
     size_t n = *each * (size_t)team_most();
-    *score = (float *)malloc(n * sizeof(float));
+    *score = (float *)malloc(2 * n * sizeof(float));
     *rows = (Py_ssize_t *)malloc(n * sizeof(Py_ssize_t));
     if (*score == NULL || *rows == NULL) {
         free(*score);
@@ -134,7 +135,7 @@ static PyObject *run_band(PyObject *args, int backward) {
     TEAM_PARALLEL(b1 - b0 > 1) {
         Py_ssize_t lo, hi;
         team_share(b0, b1, &lo, &hi);
-        float *my_score = score + each * team_rank();
+        float *my_score = score + 2 * each * team_rank();
         Py_ssize_t *my_rows = rows + each * team_rank();
         if (lo < hi && backward)
             backwards[build_current](&P, (const float *)g[0], (float *)g[1], (float *)g[2],

@@ -21,10 +21,33 @@ TARGET static float FN(dot_sum_)(const float *restrict a, const float *restrict 
     return s;
 }
 
-/* y += a·(x + e) over d floats. */
-TARGET static void FN(axpy_sum_)(float *restrict y, float a, const float *restrict x,
-                                const float *restrict e, Py_ssize_t d) {
-    for (Py_ssize_t c = 0; c < d; c++) y[c] += a * (x[c] + e[c]);
+/* out = Σ_t a_t·(v_j + e_j) over d floats (also dq of the backward: Σ ds·(k_j + a^K_ij)), j = keys[t], a_t = score[t]·inv, v_j the row
+ * v + j·v_t and e_j the row wv + bucket[j]·d: 16 outputs held in registers over all the keys
+ * at a time (adding into out in memory key after key makes each key wait for the store of
+ * the one before). */
+TARGET static void FN(weighted_sum_)(float *restrict out, const float *score, float inv,
+                                    const Py_ssize_t *keys, Py_ssize_t n, const float *v,
+                                    Py_ssize_t v_t, const float *wv, const int64_t *bucket,
+                                    Py_ssize_t d) {
+    Py_ssize_t c = 0;
+    for (; c + 16 <= d; c += 16) {
+        float acc[16] = {0};
+        for (Py_ssize_t t = 0; t < n; t++) {
+            Py_ssize_t j = keys[t];
+            const float *x = v + j * v_t + c, *e = wv + bucket[j] * d + c;
+            float a = score[t] * inv;
+            for (int l = 0; l < 16; l++) acc[l] += a * (x[l] + e[l]);
+        }
+        for (int l = 0; l < 16; l++) out[c + l] = acc[l];
+    }
+    for (; c < d; c++) {
+        float acc = 0.0f;
+        for (Py_ssize_t t = 0; t < n; t++) {
+            Py_ssize_t j = keys[t];
+            acc += score[t] * inv * (v[j * v_t + c] + wv[bucket[j] * d + c]);
+        }
+        out[c] = acc;
+    }
 }
 
 /* y += a·x and z += a·x over d floats. */
@@ -81,10 +104,7 @@ TARGET static void FN(forward_)(const Relative *P, Py_ssize_t b0, Py_ssize_t b1,
                     total += score[t];
                 }
                 float inv = 1.0f / total;
-                for (Py_ssize_t t = 0; t < n; t++) {
-                    Py_ssize_t j = keys[t];
-                    FN(axpy_sum_)(out, score[t] * inv, v + j * P->v.t, P->wv + bucket[j] * d, d);
-                }
+                FN(weighted_sum_)(out, score, inv, keys, n, v, P->v.t, P->wv, bucket, d);
                 *lse = top + logf(total);
             }
         }
@@ -117,14 +137,17 @@ TARGET static void FN(backward_)(const Relative *P, const Grads *G, float *gwk, 
                 const float *out = AT(P->out, b, h, i);
                 float g_out = 0.0f;
                 for (Py_ssize_t c = 0; c < d; c++) g_out += g[c] * out[c];
+                float *ds = score + P->tk;
+                for (Py_ssize_t t = 0; t < n; t++) {
+                    Py_ssize_t j = keys[t];
+                    float dp = FN(dot_sum_)(g, v + j * P->v.t, P->wv + bucket[j] * d, d);
+                    ds[t] = score[t] * (dp - g_out);
+                }
+                FN(weighted_sum_)(gq, ds, 1.0f, keys, n, k, P->k.t, P->wk, bucket, d);
                 for (Py_ssize_t t = 0; t < n; t++) {
                     Py_ssize_t j = keys[t], r = bucket[j];
-                    float p = score[t];
-                    float dp = FN(dot_sum_)(g, v + j * P->v.t, P->wv + r * d, d);
-                    float ds = p * (dp - g_out);
-                    FN(axpy_sum_)(gq, ds, k + j * P->k.t, P->wk + r * d, d);
-                    FN(axpy_twice_)(gk + j * G->dk.t, gwk + r * d, ds, q, d);
-                    FN(axpy_twice_)(gv + j * G->dv.t, gwv + r * d, p, g, d);
+                    FN(axpy_twice_)(gk + j * G->dk.t, gwk + r * d, ds[t], q, d);
+                    FN(axpy_twice_)(gv + j * G->dv.t, gwv + r * d, score[t], g, d);
                 }
             }
         }

@@ -129,7 +129,9 @@ static PyObject *run_relative(PyObject *args, int backward) {
     if (!parse_relative(args, &P, &G, &b0, &b1)) return NULL;
     size_t most = (size_t)team_most();
     size_t table = (size_t)(P.r * P.d);
-    float *score = (float *)malloc(most * 2 * (size_t)P.tk * sizeof(float));
+    /* per thread: scores and ds (tk each), the backward's sums per bucket (r each, twice) */
+    size_t each = 2 * (size_t)P.tk + 2 * (size_t)P.r;
+    float *score = (float *)malloc(most * each * sizeof(float));
     Py_ssize_t *keys = (Py_ssize_t *)malloc(most * (size_t)P.tk * sizeof(Py_ssize_t));
     float *tables = backward ? (float *)calloc(most * 2 * table, sizeof(float)) : NULL;
     if (score == NULL || keys == NULL || (backward && tables == NULL)) {
@@ -143,7 +145,7 @@ static PyObject *run_relative(PyObject *args, int backward) {
         Py_ssize_t lo, hi;
         team_share(b0, b1, &lo, &hi);
         size_t rank = (size_t)team_rank();
-        float *my_score = score + 2 * (size_t)P.tk * rank;
+        float *my_score = score + each * rank;
         Py_ssize_t *my_keys = keys + (size_t)P.tk * rank;
         if (lo < hi && backward) {
             float *gwk = tables + 2 * table * rank, *gwv = gwk + table;

@@ -21,10 +21,10 @@ TARGET static float FN(dot_sum_)(const float *restrict a, const float *restrict 
     return s;
 }
 
-/* out = Σ_t a_t·(v_j + e_j) over d floats (also dq of the backward: Σ ds·(k_j + a^K_ij)), j = keys[t], a_t = score[t]·inv, v_j the row
- * v + j·v_t and e_j the row wv + bucket[j]·d: 16 outputs held in registers over all the keys
- * at a time (adding into out in memory key after key makes each key wait for the store of
- * the one before). */
+/* out = Σ_t a_t·(v_j + e_j) over d floats, j = keys[t], a_t = score[t]·inv, v_j the row
+ * v + j·v_t and e_j the row wv + bucket[j]·d (also dq of the backward, Σ ds·(k_j + a^K_ij)):
+ * 16 outputs held in registers over all the keys at a time (adding into out in memory key
+ * after key makes each key wait for the store of the one before). */
 TARGET static void FN(weighted_sum_)(float *restrict out, const float *score, float inv,
                                     const Py_ssize_t *keys, Py_ssize_t n, const float *v,
                                     Py_ssize_t v_t, const float *wv, const int64_t *bucket,
@@ -50,13 +50,9 @@ TARGET static void FN(weighted_sum_)(float *restrict out, const float *score, fl
     }
 }
 
-/* y += a·x and z += a·x over d floats. */
-TARGET static void FN(axpy_twice_)(float *restrict y, float *restrict z, float a,
-                                  const float *restrict x, Py_ssize_t d) {
-    for (Py_ssize_t c = 0; c < d; c++) {
-        y[c] += a * x[c];
-        z[c] += a * x[c];
-    }
+/* y += a·x over d floats. */
+TARGET static void FN(axpy_)(float *restrict y, float a, const float *restrict x, Py_ssize_t d) {
+    for (Py_ssize_t c = 0; c < d; c++) y[c] += a * x[c];
 }
 
 /* The keys query i of sentence b may attend (real, and j <= i + tk - tq under the causal
@@ -137,7 +133,7 @@ TARGET static void FN(backward_)(const Relative *P, const Grads *G, float *gwk, 
                 const float *out = AT(P->out, b, h, i);
                 float g_out = 0.0f;
                 for (Py_ssize_t c = 0; c < d; c++) g_out += g[c] * out[c];
-                float *ds = score + P->tk;
+                float *ds = score + P->tk, *sum_k = ds + P->tk, *sum_v = sum_k + P->r;
                 for (Py_ssize_t t = 0; t < n; t++) {
                     Py_ssize_t j = keys[t];
                     float dp = FN(dot_sum_)(g, v + j * P->v.t, P->wv + bucket[j] * d, d);
@@ -145,9 +141,23 @@ TARGET static void FN(backward_)(const Relative *P, const Grads *G, float *gwk, 
                 }
                 FN(weighted_sum_)(gq, ds, 1.0f, keys, n, k, P->k.t, P->wk, bucket, d);
                 for (Py_ssize_t t = 0; t < n; t++) {
-                    Py_ssize_t j = keys[t], r = bucket[j];
-                    FN(axpy_twice_)(gk + j * G->dk.t, gwk + r * d, ds[t], q, d);
-                    FN(axpy_twice_)(gv + j * G->dv.t, gwv + r * d, score[t], g, d);
+                    Py_ssize_t j = keys[t];
+                    FN(axpy_)(gk + j * G->dk.t, ds[t], q, d);
+                    FN(axpy_)(gv + j * G->dv.t, score[t], g, d);
+                }
+                /* q and dout are the same for every key of the row: each bucket's rows of
+                 * dw^K and dw^V get (Σ ds)·q and (Σ p)·dout once, not once per key (every
+                 * clipped key of a row shares a bucket: a chain of stores to one row) */
+                Py_ssize_t lo = bucket[keys[0]], hi = bucket[keys[n - 1]];
+                for (Py_ssize_t r = lo; r <= hi; r++) sum_k[r] = sum_v[r] = 0.0f;
+                for (Py_ssize_t t = 0; t < n; t++) {
+                    Py_ssize_t r = bucket[keys[t]];
+                    sum_k[r] += ds[t];
+                    sum_v[r] += score[t];
+                }
+                for (Py_ssize_t r = lo; r <= hi; r++) {
+                    FN(axpy_)(gwk + r * d, sum_k[r], q, d);
+                    FN(axpy_)(gwv + r * d, sum_v[r], g, d);
                 }
             }
         }

@@ -7,12 +7,15 @@ One training step (``bench.training_throughput``: forward, label-smoothed cross-
 backward, Adam; 1024 target tokens) of the fairseq baseline and of the GMM row's model
 (``zhang2021/table-2/our-method/base`` by default) in these forms:
 
-- full: eq. 13 as ``(1 − g)·(α @ V) + (g·β) @ V`` on fused SDPA (``post_affine``), eq. 6 and
-  10-14 in C (``fast/native/c_gmm_mixture.py``, where it is built), the predictors' hand-written
-  backward (``fast/autograd/predictor_gemms.py``);
-- each of the three off in turn: "dense path" (γ = lerp(α, β, g) from explicit α),
-  "torch ops" (eq. 6 and 10-14 as torch ops), "autograd predictors" (``F.linear``);
-- "all three off": the three together (the code before them);
+- full: eq. 13 as γ = lerp(α, β, g) from explicit α on the dense path (the default,
+  ``gmm.AFFINE`` off), eq. 6 and 10-14 in C (``fast/native/c_gmm_mixture.py``, where it is
+  built), the predictors' hand-written backward (``fast/autograd/predictor_gemms.py``);
+- "affine": eq. 13 as ``(1 − g)·(α @ V) + (g·β) @ V`` with α @ V from fused SDPA
+  (``GaussianMixture.affine_post``, what ``gmm.AFFINE`` turns on);
+- each of the two others off in turn: "torch ops" (eq. 6 and 10-14 as torch ops),
+  "autograd predictors" (``F.linear``);
+- "both off": torch ops and autograd predictors together (the code before the C mixture and
+  the hand-written backward);
 - "own thread pool": as full, but the C calls run on one thread each, split among a pool of
   the wrappers' own instead of torch's OpenMP team (what runs where the extension is not bound
   to torch's OpenMP runtime; ``csrc/builds.h``);
@@ -45,8 +48,8 @@ from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
 
 
-def _dense_path(self: GaussianMixture, ctx) -> None:
-    return None
+def _affine(self: GaussianMixture, ctx) -> AffinePost | None:
+    return self.affine_post(ctx)
 
 
 def _sdpa_only(self: GaussianMixture, ctx) -> AffinePost:
@@ -60,9 +63,9 @@ def _predictors_only(self: GaussianMixture, ctx) -> AffinePost:
 
 #: form name: (post_affine replacement, C mixture allowed, predictors' backward allowed,
 #: C calls on torch's OpenMP team where bound to it)
-FORMS = {"full": (None, True, True, True), "dense path": (_dense_path, True, True, True),
+FORMS = {"full": (None, True, True, True), "affine": (_affine, True, True, True),
          "torch ops": (None, False, True, True), "autograd predictors": (None, True, False, True),
-         "all three off": (_dense_path, False, False, True),
+         "both off": (None, False, False, True),
          "own thread pool": (None, True, True, False),
          "SDPA only": (_sdpa_only, True, True, True),
          "+ predictors": (_predictors_only, True, True, True)}  # fmt: skip

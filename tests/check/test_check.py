@@ -49,7 +49,7 @@ def test_json_of_a_passing_run(capsys, tmp_path):
         "shared_source", "flex", "gaussian_fold", "relative", "sdpa"
     }  # fmt: skip
     gmm_ops = [c["op"] for c in choices[("cross", "gmm", 16)]]
-    assert gmm_ops == ["gmm mixture", "attention"]  # the mixture's term, then p @ V
+    assert gmm_ops == ["attention", "gmm mixture"]  # the dense path, its post stage γ
 
 
 def test_table_of_a_passing_run(capsys):

@@ -72,6 +72,13 @@ EXP_CLAMP = 8.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
+#: Whether eq. 13 runs as ``(1 − g)·(α @ V) + (g·β) @ V`` with ``α @ V`` from a fused kernel
+#: (:meth:`GaussianMixture.affine_post`) where a call needs no probabilities. Off (default): the
+#: dense path forms α and γ and runs ``γ @ V``, which measured as fast at base size and faster
+#: at the quickstart's (bench/README.md, "GMM cross-attention in training"). A switch for
+#: tests and benchmarks.
+AFFINE = False
+
 #: :meth:`GaussianMixture.source`: key positions j, real keys, blocked keys, J
 Sources = tuple[Tensor, Tensor | None, Tensor | None, Tensor]
 
@@ -314,6 +321,10 @@ class GaussianMixture(AttentionModifier):
         return params, 0.5 if fusion == "average" else 1.0
 
     def post_affine(self, ctx: AttentionContext) -> AffinePost | None:
+        """:meth:`affine_post` where :data:`AFFINE` is on; None (the dense path) otherwise."""
+        return self.affine_post(ctx) if AFFINE else None
+
+    def affine_post(self, ctx: AttentionContext) -> AffinePost | None:
         """Eq. 13 as ``(1 − g)·α + g·β``: α @ V then comes from a fused kernel. Not in
         incremental decoding, whose step has its own kernel (``gmm_c_step``): there a fused
         kernel plus ``(g·β) @ V`` did not beat forming α and γ (docs/huggingface.md)."""
@@ -343,7 +354,7 @@ class GaussianMixture(AttentionModifier):
     def _gamma(self, ctx: AttentionContext, sources: Sources, outputs: Tensor,
                shape: tuple[int, ...], probs: Tensor | None = None) -> Tensor:  # fmt: skip
         """Eq. 13 from the raw predictor outputs: ``γ = (1 − g)·α + g·β`` with α = ``probs``,
-        or ``g·β`` alone where ``probs`` is None (:meth:`post_affine`'s added term): the
+        or ``g·β`` alone where ``probs`` is None (:meth:`affine_post`'s added term): the
         registered kernels of :mod:`localnmt.attention.mixture` (C where they can), or torch
         ops where the call is recorded (the analyses read μ, σ, ω, g and β)."""
         positions, real, blocked, length = sources

@@ -80,8 +80,8 @@ def test_the_trace_reports_the_expected_kernels():
         assert rel[0].declined["relative"] == ["the C extension localnmt._relative is not built"]
     for kernel in ("shared_source", "band", "gaussian_fold", "sdpa"):  # the value term: C only
         assert rel[0].declined[kernel][0].startswith("relative value term")
-    gmm = run_traced("cross", "gmm", 9)[0]
-    assert gmm.kernels("attention") == ["sdpa"] and len(gmm.kernels("gmm mixture")) == 1
+    gmm = run_traced("cross", "gmm", 9)[0]  # the dense path forms α and γ (gmm.AFFINE off)
+    assert gmm.kernels("attention") == ["dense"] and len(gmm.kernels("gmm mixture")) == 1
 
 
 def test_weights_take_the_dense_reference_and_say_why():

@@ -12,7 +12,8 @@ import pytest
 import torch
 from helpers import attention as testing
 
-from localnmt.attention import AttentionSite, LocalAttention, SpecError
+from localnmt.attention import AttentionSite, LocalAttention, SpecError, dispatch
+from localnmt.attention.methods import gmm as gmm_module
 from localnmt.attention.methods.gmm import GaussianMixtureRecord
 from localnmt.attention.mixture import MixtureParams, MixtureSum, mixture_attention
 from localnmt.attention.spec import build_modifiers, parse_spec
@@ -438,19 +439,36 @@ def test_new_decoding_run_reads_weights_written_through_data():
     torch.testing.assert_close(after, full, atol=1e-6, rtol=0)
 
 
+def test_training_takes_the_dense_path_by_default():
+    """``AFFINE`` is off by default: a training call without weights forms α and γ."""
+    assert gmm_module.AFFINE is False
+    attn = make("gmm[k=2]").train()
+    x, src, pad = inputs("left")
+    with dispatch.trace() as seen:
+        attn(x, src, src, key_padding_mask=pad, need_weights=False)
+    calls = [(c.kernel, *c.detail) for c in seen.calls if c.op == "attention"]
+    assert calls == [("dense", "post stage of gmm is not affine here")]
+
+
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("opts", CASES, ids=spec_of)
-def test_training_without_weights_equals_dense_path(opts, side):
-    """Without weights eq. 13 runs as (1 − g)·(α @ V) + (g·β) @ V on a fused kernel
-    (``post_affine``); output and every gradient equal the dense path's γ @ V."""
+def test_training_without_weights_equals_dense_path(opts, side, monkeypatch):
+    """With ``AFFINE`` on and without weights, eq. 13 runs as (1 − g)·(α @ V) + (g·β) @ V on a
+    fused kernel (``post_affine``); output and every gradient equal the dense path's γ @ V."""
+    monkeypatch.setattr(gmm_module, "AFFINE", True)
     attn = make(spec_of(opts)).train()
     x, src, pad = inputs(side)
     x.requires_grad_()
-    results = []
+    results, kernels = [], []
     for need_weights in (False, True):
-        out, _ = attn(x, src, src, key_padding_mask=pad, need_weights=need_weights)
+        with dispatch.trace() as seen:
+            out, _ = attn(x, src, src, key_padding_mask=pad, need_weights=need_weights)
+        kernels.append([(c.kernel, *c.detail) for c in seen.calls if c.op == "attention"])
         grads = torch.autograd.grad((out**2).sum(), [x, *attn.parameters()], allow_unused=True)
         results.append((out, grads))
+    assert kernels[1] == [("dense", "weights requested")]
+    # the affine path ran: α @ V from a kernel, or (fusion=gmm, keep = 0) none at all
+    assert all(k[0] != "dense" or "replaces p" in k[1] for k in kernels[0])
     (fast, fast_grads), (dense, dense_grads) = results
     torch.testing.assert_close(fast, dense, atol=1e-5, rtol=1e-5)
     for a, b in zip(fast_grads, dense_grads):

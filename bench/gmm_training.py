@@ -8,10 +8,10 @@ backward, Adam; 1024 target tokens) of the fairseq baseline and of the GMM row's
 (``zhang2021/table-2/our-method/base`` by default) in these forms:
 
 - full: eq. 13 as γ = lerp(α, β, g) from explicit α on the dense path (the default,
-  ``gmm.AFFINE`` off), eq. 6 and 10-14 in C (``fast/native/c_gmm_mixture.py``, where it is
+  ``gmm.AFFINE_ON_CPU`` off), eq. 6 and 10-14 in C (``fast/native/c_gmm_mixture.py``, where it is
   built), the predictors' hand-written backward (``fast/autograd/predictor_gemms.py``);
 - "affine": eq. 13 as ``(1 − g)·(α @ V) + (g·β) @ V`` with α @ V from fused SDPA
-  (``GaussianMixture.affine_post``, what ``gmm.AFFINE`` turns on);
+  (``GaussianMixture.affine_post``, what ``gmm.AFFINE_ON_CPU`` turns on);
 - each of the two others off in turn: "torch ops" (eq. 6 and 10-14 as torch ops),
   "autograd predictors" (``F.linear``);
 - "both off": torch ops and autograd predictors together (the code before the C mixture and

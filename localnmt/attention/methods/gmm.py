@@ -72,12 +72,12 @@ EXP_CLAMP = 8.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-#: Whether eq. 13 runs as ``(1 − g)·(α @ V) + (g·β) @ V`` with ``α @ V`` from a fused kernel
-#: (:meth:`GaussianMixture.affine_post`) where a call needs no probabilities. Off (default): the
-#: dense path forms α and γ and runs ``γ @ V``, which measured as fast at base size and faster
-#: at the quickstart's (bench/README.md, "GMM cross-attention in training"). A switch for
-#: tests and benchmarks.
-AFFINE = False
+#: Whether eq. 13 runs on the CPU as ``(1 − g)·(α @ V) + (g·β) @ V`` with ``α @ V`` from a
+#: fused kernel (:meth:`GaussianMixture.affine_post`) where a call needs no probabilities. Off
+#: (default): the dense path forms α and γ and runs ``γ @ V``, which measured as fast at base
+#: size and faster at the quickstart's (bench/README.md, "GMM cross-attention in training").
+#: Other devices keep the fused kernel (no α in memory). A switch for tests and benchmarks.
+AFFINE_ON_CPU = False
 
 #: :meth:`GaussianMixture.source`: key positions j, real keys, blocked keys, J
 Sources = tuple[Tensor, Tensor | None, Tensor | None, Tensor]
@@ -321,8 +321,11 @@ class GaussianMixture(AttentionModifier):
         return params, 0.5 if fusion == "average" else 1.0
 
     def post_affine(self, ctx: AttentionContext) -> AffinePost | None:
-        """:meth:`affine_post` where :data:`AFFINE` is on; None (the dense path) otherwise."""
-        return self.affine_post(ctx) if AFFINE else None
+        """:meth:`affine_post`, on the CPU only where :data:`AFFINE_ON_CPU` is on (else None:
+        the dense path)."""
+        if ctx.q.device.type == "cpu" and not AFFINE_ON_CPU:
+            return None
+        return self.affine_post(ctx)
 
     def affine_post(self, ctx: AttentionContext) -> AffinePost | None:
         """Eq. 13 as ``(1 − g)·α + g·β``: α @ V then comes from a fused kernel. Not in

@@ -80,7 +80,7 @@ def test_the_trace_reports_the_expected_kernels():
         assert rel[0].declined["relative"] == ["the C extension localnmt._relative is not built"]
     for kernel in ("shared_source", "band", "gaussian_fold", "sdpa"):  # the value term: C only
         assert rel[0].declined[kernel][0].startswith("relative value term")
-    gmm = run_traced("cross", "gmm", 9)[0]  # the dense path forms α and γ (gmm.AFFINE off)
+    gmm = run_traced("cross", "gmm", 9)[0]  # the dense path forms α and γ (gmm.AFFINE_ON_CPU off)
     assert gmm.kernels("attention") == ["dense"] and len(gmm.kernels("gmm mixture")) == 1
 
 

@@ -440,8 +440,9 @@ def test_new_decoding_run_reads_weights_written_through_data():
 
 
 def test_training_takes_the_dense_path_by_default():
-    """``AFFINE`` is off by default: a training call without weights forms α and γ."""
-    assert gmm_module.AFFINE is False
+    """``AFFINE_ON_CPU`` is off by default: a training call on the CPU without weights forms α
+    and γ."""
+    assert gmm_module.AFFINE_ON_CPU is False
     attn = make("gmm[k=2]").train()
     x, src, pad = inputs("left")
     with dispatch.trace() as seen:
@@ -453,9 +454,10 @@ def test_training_takes_the_dense_path_by_default():
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("opts", CASES, ids=spec_of)
 def test_training_without_weights_equals_dense_path(opts, side, monkeypatch):
-    """With ``AFFINE`` on and without weights, eq. 13 runs as (1 − g)·(α @ V) + (g·β) @ V on a
-    fused kernel (``post_affine``); output and every gradient equal the dense path's γ @ V."""
-    monkeypatch.setattr(gmm_module, "AFFINE", True)
+    """With ``AFFINE_ON_CPU`` on and without weights, eq. 13 runs as (1 − g)·(α @ V) +
+    (g·β) @ V on a fused kernel (``post_affine``); output and every gradient equal the dense
+    path's γ @ V."""
+    monkeypatch.setattr(gmm_module, "AFFINE_ON_CPU", True)
     attn = make(spec_of(opts)).train()
     x, src, pad = inputs(side)
     x.requires_grad_()

@@ -9,7 +9,7 @@ depends on the queries or keys, so where nothing needs ``p`` the layer's output 
 alone. This module is what the method and its kernels share: the torch reference of ``p``
 (:func:`fixed_probabilities`) and :class:`FixedGaussianProblem`, the question "``p @ V`` of
 one decoding step", which :func:`fixed_gaussian_output` hands to the registered kernels
-(``fast/fixed_gaussian.py``: one C call), the torch ops being the reference path.
+(``fast/fixed_gaussian_step.py``: one C call), the torch ops being the reference path.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def reference_output(problem: FixedGaussianProblem) -> Tensor:
     return grouped_matmul(probs.type_as(problem.v), problem.v, problem.key_group)
 
 
-#: Decoding steps of the hard-coded Gaussian (``fast/fixed_gaussian.py``; torch ops after).
+#: Decoding steps of the hard-coded Gaussian (``fast/fixed_gaussian_step.py``; torch ops after).
 REGISTRY: KernelRegistry[FixedGaussianProblem] = KernelRegistry(
     "fixed gaussian",
     reference_name="fixed_gaussian_torch",

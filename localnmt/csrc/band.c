@@ -20,6 +20,7 @@
 
 #include "builds.h"
 #include "vec_math.h"
+#include "weighted_rows.h"
 
 typedef struct {
     const float *q, *k, *v;

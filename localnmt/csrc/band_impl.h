@@ -24,29 +24,8 @@ TARGET static void FN(axpy_)(float *restrict y, float a, const float *restrict x
     for (Py_ssize_t c = 0; c < d; c++) y[c] += a * x[c];
 }
 
-/* out = Σ_t (score[t] / total)·v_t over d floats, v_t the row v + rows[t]·d (also dq of the
- * backward, Σ ds·k_t, with total 1): 16 outputs held
- * in registers over all the keys at a time (adding into out in memory key after key makes
- * each key wait for the store of the one before). */
-TARGET static void FN(weighted_rows_)(float *restrict out, const float *score, float total,
-                                     const Py_ssize_t *rows, int n, const float *v,
-                                     Py_ssize_t d) {
-    Py_ssize_t c = 0;
-    for (; c + 16 <= d; c += 16) {
-        float acc[16] = {0};
-        for (int t = 0; t < n; t++) {
-            const float *x = v + rows[t] * d + c;
-            float a = score[t] / total;
-            for (int l = 0; l < 16; l++) acc[l] += a * x[l];
-        }
-        for (int l = 0; l < 16; l++) out[c + l] = acc[l];
-    }
-    for (; c < d; c++) {
-        float acc = 0.0f;
-        for (int t = 0; t < n; t++) acc += score[t] / total * v[rows[t] * d + c];
-        out[c] = acc;
-    }
-}
+/* out = Σ_t p_t·v_t over the window's rows (weighted_rows.h). */
+DEFINE_WEIGHTED_ROWS(FN(weighted_rows_), TARGET)
 
 /* keys of query i of head h in sentence b: offsets (into the (B·H·T) rows of k and v) of the
  * real keys j with -left <= j - i <= right in every group's head; returns their number. */
@@ -93,7 +72,8 @@ TARGET static void FN(forward_)(const Band *P, Py_ssize_t b0, Py_ssize_t b1, flo
                     score[t] = EXP(score[t] - top);
                     total += score[t];
                 }
-                FN(weighted_rows_)(out, score, total, rows, n, P->v, d);
+                for (int t = 0; t < n; t++) score[t] /= total;
+                FN(weighted_rows_)(P->v, d, d, rows, n, score, out);
                 P->lse[row] = top + logf(total);
             }
 }
@@ -121,7 +101,7 @@ TARGET static void FN(backward_)(const Band *P, const float *dout, float *dq, fl
                 float *ds = score + n;
                 for (int t = 0; t < n; t++)
                     ds[t] = score[t] * (FN(dot_)(g, P->v + rows[t] * d, d) - g_out);
-                FN(weighted_rows_)(gq, ds, 1.0f, rows, n, P->k, d);
+                FN(weighted_rows_)(P->k, d, d, rows, n, ds, gq);
                 for (int t = 0; t < n; t++) {
                     FN(axpy_)(dk + rows[t] * d, ds[t], q, d);
                     FN(axpy_)(dv + rows[t] * d, score[t], g, d);

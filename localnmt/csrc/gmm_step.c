@@ -39,30 +39,8 @@
 #include "views.h"
 #include "gmm_params.h"
 #include "vec_math.h"
+#include "weighted_rows.h"
 
-
-/* out = sum_t p_t v_{keys[t]} over d floats (rows v + keys[t] * v_t), 16 outputs held in
- * registers over all the keys at a time: adding into out in memory key after key makes each
- * key wait for the store of the one before (three to four times slower on a decoding step's
- * rows). Instantiated per build. */
-#define DEFINE_WEIGHTED_ROWS(NAME, TARGET)                                                      \
-    TARGET static void NAME(const float *v, Py_ssize_t v_t, Py_ssize_t d, const Py_ssize_t *keys, \
-                            Py_ssize_t n, const float *p, float *restrict out) {                \
-        Py_ssize_t c = 0;                                                                       \
-        for (; c + 16 <= d; c += 16) {                                                          \
-            float acc[16] = {0};                                                                \
-            for (Py_ssize_t t = 0; t < n; t++) {                                                \
-                const float *row = v + keys[t] * v_t + c;                                       \
-                for (int l = 0; l < 16; l++) acc[l] += p[t] * row[l];                           \
-            }                                                                                   \
-            for (int l = 0; l < 16; l++) out[c + l] = acc[l];                                   \
-        }                                                                                       \
-        for (; c < d; c++) {                                                                    \
-            float acc = 0.0f;                                                                   \
-            for (Py_ssize_t t = 0; t < n; t++) acc += p[t] * v[keys[t] * v_t + c];              \
-            out[c] = acc;                                                                       \
-        }                                                                                       \
-    }
 
 /* One row of attention_step: out = sum_t gamma_t v_{keys[t]} over the n real keys, with
  * gamma_t = lerp(alpha_t, beta[keys[t]], gate) (beta alone for fusion 2) and alpha the softmax

@@ -148,7 +148,12 @@ TARGET static void FN(backward_)(const Relative *P, const Grads *G, float *gwk, 
                 /* q and dout are the same for every key of the row: each bucket's rows of
                  * dw^K and dw^V get (Σ ds)·q and (Σ p)·dout once, not once per key (every
                  * clipped key of a row shares a bucket: a chain of stores to one row) */
-                Py_ssize_t lo = bucket[keys[0]], hi = bucket[keys[n - 1]];
+                Py_ssize_t lo = bucket[keys[0]], hi = lo; /* any order of buckets */
+                for (Py_ssize_t t = 1; t < n; t++) {
+                    Py_ssize_t r = bucket[keys[t]];
+                    lo = r < lo ? r : lo;
+                    hi = r > hi ? r : hi;
+                }
                 for (Py_ssize_t r = lo; r <= hi; r++) sum_k[r] = sum_v[r] = 0.0f;
                 for (Py_ssize_t t = 0; t < n; t++) {
                     Py_ssize_t r = bucket[keys[t]];

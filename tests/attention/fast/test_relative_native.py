@@ -87,6 +87,26 @@ def test_equals_eqs_3_to_5(side, tq, tk, causal, clip, build, c_calls):
 
 
 @needs_extension
+@pytest.mark.parametrize("side", ["left", None])
+def test_buckets_in_any_order(side, build):
+    """Key positions shuffled within each sentence: a row's buckets are no longer sorted by
+    key, and the backward's per-bucket sums of dw^K and dw^V must still find them all."""
+    clip = 2
+    q, k, v, wk, wv, pad, q_pos, _, _ = inputs(6, 8, side, clip)
+    gen = torch.Generator().manual_seed(3)
+    k_pos = torch.stack([torch.randperm(8, generator=gen).float() for _ in range(q.size(0))])
+    buckets = (k_pos[:, None, :] - q_pos[:, :, None]).round().long().clamp(-clip, clip) + clip
+    out = c_relative.c_relative_attention(q, k, v, wk, wv, buckets.unsqueeze(1), pad, False)
+    want = shaw64(q, k, v, wk, wv, clip, pad, False, q_pos, k_pos)
+    torch.testing.assert_close(out.double(), want, atol=1e-5, rtol=1e-5)
+    grad_out = torch.randn_like(out)
+    got = torch.autograd.grad(out, (wk, wv), grad_out)
+    want_grads = torch.autograd.grad(want, (wk, wv), grad_out.double())
+    for g, w in zip(got, want_grads, strict=True):
+        torch.testing.assert_close(g.double(), w.double(), atol=5e-5, rtol=1e-4)
+
+
+@needs_extension
 def test_rows_without_keys_give_zeros_and_no_nan(c_calls):
     """A sentence of padding only (cross-attention to an empty source): output 0, gradients 0."""
     q, k, v, wk, wv, pad, *_, buckets = inputs(4, 6, "right")

@@ -19,14 +19,17 @@ from torch import Tensor
 
 
 class Deferred:
-    """A tensor of known shape, built by ``build()`` the first time :meth:`get` is called."""
+    """A tensor of known shape (and, where given, dtype), built by ``build()`` the first time
+    :meth:`get` is called."""
 
-    __slots__ = ("_build", "_value", "shape")
+    __slots__ = ("_build", "_value", "dtype", "shape")
 
-    def __init__(self, build: Callable[[], Tensor], shape: torch.Size | tuple[int, ...]):
+    def __init__(self, build: Callable[[], Tensor], shape: torch.Size | tuple[int, ...],
+                 dtype: torch.dtype | None = None):  # fmt: skip
         self._build: Callable[[], Tensor] | None = build
         self._value: Tensor | None = None
         self.shape = torch.Size(shape)
+        self.dtype = dtype
 
     @property
     def built(self) -> bool:
@@ -38,6 +41,7 @@ class Deferred:
             self._value = self._build()
             self._build = None  # drop the closure's references
             assert self._value.shape == self.shape, (self._value.shape, self.shape)
+            assert self.dtype in (None, self._value.dtype), (self._value.dtype, self.dtype)
         return self._value
 
 

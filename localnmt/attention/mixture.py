@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.context import AttentionSite
+from localnmt.attention.deferred import TensorSlot, stored
 from localnmt.attention.dispatch import KernelRegistry
 from localnmt.attention.problem import AttentionProblem, dense_probabilities, dropped_product
 
@@ -181,6 +182,36 @@ class PredictorLayout:
         return 0.5 if FUSIONS[self.fusion] == "average" else 1.0
 
 
+@dataclass(frozen=True)
+class StepWeights:
+    """The predictor bank's folded weights as :func:`attention_step` reads them (``hidden =
+    sigmoid(q W1t + b1)``, ``raw = hidden W2^T + b2``; ``PredictorBank.step_weights``):
+    ``w1t`` ``(d, n·d)``, ``b1`` ``(n·d,)``, ``w2`` ``(width, n·d)``, ``b2`` ``(width,)``, all
+    contiguous."""
+
+    w1t: Tensor
+    b1: Tensor
+    w2: Tensor
+    b2: Tensor
+
+    @property
+    def hidden(self) -> int:
+        return self.w1t.size(1)
+
+    @property
+    def width(self) -> int:
+        return self.w2.size(0)
+
+    def tensors(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        return self.w1t, self.b1, self.w2, self.b2
+
+    def fits(self, dim: int) -> bool:
+        """Whether the weights take queries of ``dim`` features and are laid out as read."""
+        n = self.hidden
+        shapes = ((dim, n), (n,), (self.width, n), (self.width,))
+        return all(t.shape == s and t.is_contiguous() for t, s in zip(self.tensors(), shapes))
+
+
 #: ``raw outputs -> (mixture, gate)``: eq. 10-12 and 14 in torch ops (the method's own code).
 ParametersFn = Callable[[Tensor], tuple[MixtureParams, "Tensor | float"]]
 
@@ -197,7 +228,7 @@ class MixtureProblem:
     10-12 and 14 in torch ops, run at most once per problem (:meth:`parameters`)."""
 
     site: AttentionSite
-    outputs: Tensor
+    outputs: Tensor = TensorSlot()  # may hold a Deferred (a decoding step: the predictors in C)
     shape: tuple[int, ...]
     positions: Tensor
     real: Tensor | None
@@ -225,10 +256,11 @@ class MixtureProblem:
     def describe(self) -> str:
         batch, heads, tq, tk = self.shape
         step = ", decoding step" if self.decoding_step else ""
-        dtype = str(self.outputs.dtype).removeprefix("torch.")
+        given = stored(self, "outputs")  # a deferred one is not built for this
+        dtype = str(given.dtype).removeprefix("torch.")
         return (
             f"{self.site.kind} layer {self.site.layer + 1}, B={batch} H={heads} Tq={tq} "
-            f"Tk={tk}{step}, {dtype} on {self.outputs.device.type}"
+            f"Tk={tk}{step}, {dtype} on {self.positions.device.type}"
         )
 
 
@@ -268,10 +300,14 @@ def gated_mixture(problem: MixtureProblem) -> Tensor:
 class MixtureStepProblem:
     """A decoding step of GMM cross-attention to the layer's output, where nothing needs the
     probabilities: ``attention`` (q, k, v, padding: the softmax α) and ``mixture`` (γ of eq.
-    13 from the raw predictor outputs, without ``probs``)."""
+    13 from the raw predictor outputs, without ``probs``). ``predictors``: the bank's folded
+    weights, where ``mixture.outputs`` is a :class:`~localnmt.attention.deferred.Deferred` of
+    the predictors on ``attention.q``: a kernel may compute them itself instead of building
+    it."""
 
     attention: AttentionProblem
     mixture: MixtureProblem
+    predictors: StepWeights | None = None
 
     def describe(self) -> str:
         return self.mixture.describe()

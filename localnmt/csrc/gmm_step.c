@@ -27,6 +27,8 @@
  * (the pipeline's softmax), gamma as above, and sum_j gamma_j v_j, one row per (sentence, head),
  * the sentences split among torch's OpenMP team (builds.h). A decoding step of the dense path
  * (logits, softmax, the post stage, gamma @ V) then costs one call instead of about ten ops.
+ * Given the predictors' folded weights it also computes the raw outputs x from q
+ * (gmm_predict.h) instead of reading them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,6 +40,7 @@
 #include "builds.h"
 #include "views.h"
 #include "gmm_params.h"
+#include "gmm_predict.h"
 #include "vec_math.h"
 #include "weighted_rows.h"
 
@@ -122,6 +125,15 @@ typedef void (*AttendFn)(const float *, const float *, Py_ssize_t, const float *
 typedef void (*MixtureFn)(const float *, int, int, const float *, const float *, const float *,
                           float *);
 
+typedef void (*PredictFn)(const float *const *, int, Py_ssize_t, const float *, const float *,
+                          Py_ssize_t, const float *, const float *, Py_ssize_t, float *, float *);
+
+/* The predictors' folded weights (gmm_predict.h); w1t NULL: the raw outputs are given. */
+typedef struct {
+    const float *w1t, *b1, *w2, *b2;
+    Py_ssize_t nd;
+} Predictors;
+
 typedef void (*ParamsFn)(const float *, Py_ssize_t, const float *, Py_ssize_t, int,
                          const Layout *, float *, float *, float *, float *);
 
@@ -135,6 +147,9 @@ DEFINE_PARAMS(params_avx512, exp_floor, TARGET_AVX512)
 DEFINE_ATTEND(attend_baseline, exp_sse2, )
 DEFINE_ATTEND(attend_avx2, exp_floor, TARGET_AVX2)
 DEFINE_ATTEND(attend_avx512, exp_floor, TARGET_AVX512)
+DEFINE_PREDICT(predict_baseline, exp_sse2, )
+DEFINE_PREDICT(predict_avx2, exp_floor, TARGET_AVX2)
+DEFINE_PREDICT(predict_avx512, exp_floor, TARGET_AVX512)
 DEFINE_FIXED(fixed_baseline, exp_sse2, )
 DEFINE_FIXED(fixed_avx2, exp_floor, TARGET_AVX2)
 DEFINE_FIXED(fixed_avx512, exp_floor, TARGET_AVX512)
@@ -143,6 +158,7 @@ static const FixedWeightsFn fixed_weights[N_BUILDS] = {fixed_avx512_weights, fix
 static const FixedSumFn fixed_sums[N_BUILDS] = {fixed_avx512_sum, fixed_avx2_sum,
                                                 fixed_baseline_sum};
 static const AttendFn attends[N_BUILDS] = {attend_avx512, attend_avx2, attend_baseline};
+static const PredictFn predicts[N_BUILDS] = {predict_avx512, predict_avx2, predict_baseline};
 static const MixtureFn mixtures[N_BUILDS] = {mixture_avx512, mixture_avx2, mixture_baseline};
 static const ParamsFn params[N_BUILDS] = {params_avx512_forward, params_avx2_forward,
                                           params_baseline_forward};
@@ -150,10 +166,12 @@ static const ParamsFn params[N_BUILDS] = {params_avx512_forward, params_avx2_for
 DEFINE_MIXTURE(mixture_baseline, exp_floor, )
 DEFINE_PARAMS(params_baseline, exp_floor, )
 DEFINE_ATTEND(attend_baseline, exp_floor, )
+DEFINE_PREDICT(predict_baseline, exp_floor, )
 DEFINE_FIXED(fixed_baseline, exp_floor, )
 static const FixedWeightsFn fixed_weights[N_BUILDS] = {fixed_baseline_weights};
 static const FixedSumFn fixed_sums[N_BUILDS] = {fixed_baseline_sum};
 static const AttendFn attends[N_BUILDS] = {attend_baseline};
+static const PredictFn predicts[N_BUILDS] = {predict_baseline};
 static const MixtureFn mixtures[N_BUILDS] = {mixture_baseline};
 static const ParamsFn params[N_BUILDS] = {params_baseline_forward};
 #endif
@@ -217,14 +235,19 @@ static int attend_sentences(const View *Q, const View *K, const View *V, const V
                             const float *raw, const float *pos, const float *length,
                             const uint8_t *real, Py_ssize_t heads, Py_ssize_t tk, Py_ssize_t d,
                             Py_ssize_t key_group, Py_ssize_t raw_stride, const Layout *L,
-                            Py_ssize_t lo, Py_ssize_t hi) {
+                            const Predictors *P, Py_ssize_t lo, Py_ssize_t hi) {
     float *acc = (float *)malloc(sizeof(float) * (size_t)(2 * tk + 1));
     Py_ssize_t *keys = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)(tk + 1));
     float *c = (float *)malloc(sizeof(float) * 3 * PARAMS_ROWS * MAX_K);
-    if (acc == NULL || keys == NULL || c == NULL) {
+    /* with the predictors: one sentence's raw outputs (heads rows) and the hidden layer */
+    float *own_raw = NULL;
+    if (P->w1t != NULL)
+        own_raw = (float *)malloc(sizeof(float) * (size_t)(heads * raw_stride + PRED_ROWS * P->nd));
+    if (acc == NULL || keys == NULL || c == NULL || (P->w1t != NULL && own_raw == NULL)) {
         free(acc);
         free(keys);
         free(c);
+        free(own_raw);
         return 0;
     }
     float *score = acc + tk, *mu = c + PARAMS_ROWS * MAX_K, *sigma = mu + PARAMS_ROWS * MAX_K;
@@ -236,11 +259,24 @@ static int attend_sentences(const View *Q, const View *K, const View *V, const V
         for (Py_ssize_t j = 0; j < tk; j++)
             if (!real_b || real_b[j]) keys[n++] = j;
         Py_ssize_t kb = b / key_group;
+        const float *raw_b = own_raw;
+        if (own_raw == NULL) {
+            raw_b = raw + b * heads * raw_stride;
+        } else { /* eq. 7-9 and 14 from the queries, PRED_ROWS heads at a time */
+            float *hidden = own_raw + heads * raw_stride;
+            for (Py_ssize_t first = 0; first < heads; first += PRED_ROWS) {
+                const float *x[PRED_ROWS];
+                int rows = heads - first < PRED_ROWS ? (int)(heads - first) : PRED_ROWS;
+                for (int r = 0; r < rows; r++) x[r] = AT(*Q, b, first + r, 0);
+                predicts[build_current](x, rows, d, P->w1t, P->b1, P->nd, P->w2, P->b2,
+                                        raw_stride, hidden, own_raw + first * raw_stride);
+            }
+        }
         for (Py_ssize_t first = 0; first < heads; first += PARAMS_ROWS) {
             Py_ssize_t left = heads - first;
             int rows = left < PARAMS_ROWS ? (int)left : PARAMS_ROWS;
-            params[build_current](raw + (b * heads + first) * raw_stride, raw_stride, length + b,
-                                  0, rows, L, c, mu, sigma, gate);
+            params[build_current](raw_b + first * raw_stride, raw_stride, length + b, 0, rows, L,
+                                  c, mu, sigma, gate);
             for (int r = 0; r < rows; r++) {
                 Py_ssize_t h = first + r;
                 int at = r * L->k;
@@ -254,26 +290,36 @@ static int attend_sentences(const View *Q, const View *K, const View *V, const V
     free(acc);
     free(keys);
     free(c);
+    free(own_raw);
     return 1;
 }
 
 /* attention_step(out, q, k, v, raw, pos, length, real, heads, tk, d, key_group, raw_stride,
- *                <layout>, b0, b1, unused): one decoding step of GMM cross-attention for
- * sentences b0 … b1-1, from the pre-scaled queries q (B, H, 1, d), the keys and values k, v
- * (B / key_group, H, Tk, d) (beam search's shared source: sentence b reads row b / key_group)
- * and the raw predictor outputs (B·H rows of raw_stride floats) into out (B, H, 1, d); each of
- * out, q, k, v a view tuple (address, stride b, stride h, stride t). */
+ *                <layout>, w1t, b1, w2, b2, nd, b0, b1, unused): one decoding step of GMM
+ * cross-attention for sentences b0 … b1-1, from the pre-scaled queries q (B, H, 1, d), the keys
+ * and values k, v (B / key_group, H, Tk, d) (beam search's shared source: sentence b reads row
+ * b / key_group) and the raw predictor outputs (B·H rows of raw_stride floats) into out (B, H,
+ * 1, d); each of out, q, k, v a view tuple (address, stride b, stride h, stride t). With w1t
+ * (address, else 0) the raw outputs are computed from q with the predictors' folded weights
+ * (gmm_predict.h: w1t (d, nd), b1 (nd), w2 (raw_stride, nd), b2 (raw_stride)) and raw is not
+ * read. */
 static PyObject *attention_step(PyObject *self, PyObject *args) {
     PyObject *out_v, *q_v, *k_v, *v_v, *unused;
-    unsigned long long raw_p, pos_p, length_p, real_p;
-    Py_ssize_t heads, tk, d, key_group, raw_stride, b0, b1;
+    unsigned long long raw_p, pos_p, length_p, real_p, w1t_p, pb1_p, w2_p, pb2_p;
+    Py_ssize_t heads, tk, d, key_group, raw_stride, nd, b0, b1;
     Layout L;
-    if (!PyArg_ParseTuple(args, "OOOOKKKKnnnnniiiiiiiiffnnO", &out_v, &q_v, &k_v, &v_v, &raw_p,
-                          &pos_p, &length_p, &real_p, &heads, &tk, &d, &key_group, &raw_stride,
-                          &L.k, &L.mu_col, &L.mu_n, &L.sigma_col, &L.sigma_n, &L.omega_col,
-                          &L.gate_col, &L.fusion, &L.sigma_min, &L.fixed_gate, &b0, &b1,
-                          &unused))
+    if (!PyArg_ParseTuple(args, "OOOOKKKKnnnnniiiiiiiiffKKKKnnnO", &out_v, &q_v, &k_v, &v_v,
+                          &raw_p, &pos_p, &length_p, &real_p, &heads, &tk, &d, &key_group,
+                          &raw_stride, &L.k, &L.mu_col, &L.mu_n, &L.sigma_col, &L.sigma_n,
+                          &L.omega_col, &L.gate_col, &L.fusion, &L.sigma_min, &L.fixed_gate,
+                          &w1t_p, &pb1_p, &w2_p, &pb2_p, &nd, &b0, &b1, &unused))
         return NULL;
+    Predictors P = {(const float *)w1t_p, (const float *)pb1_p, (const float *)w2_p,
+                    (const float *)pb2_p, nd};
+    if (P.w1t != NULL && (nd < 1 || P.b1 == NULL || P.w2 == NULL || P.b2 == NULL)) {
+        PyErr_Format(PyExc_ValueError, "attention_step: predictors with nd=%zd", nd);
+        return NULL;
+    }
     View O, Q, K, V;
     if (!parse_view(out_v, &O) || !parse_view(q_v, &Q) || !parse_view(k_v, &K) ||
         !parse_view(v_v, &V))
@@ -293,7 +339,7 @@ static PyObject *attention_step(PyObject *self, PyObject *args) {
         Py_ssize_t lo, hi;
         team_share(b0, b1, &lo, &hi);
         if (lo < hi && !attend_sentences(&Q, &K, &V, &O, raw, pos, length, real, heads, tk, d,
-                                         key_group, raw_stride, &L, lo, hi)) {
+                                         key_group, raw_stride, &L, &P, lo, hi)) {
 #ifdef _OPENMP
 #pragma omp atomic write
 #endif

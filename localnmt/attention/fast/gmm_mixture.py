@@ -14,7 +14,9 @@ its reference path, ``gmm_torch``):
 And in the step registry (``MixtureStepProblem``, the dense path as its reference),
 ``gmm_c_attention``: a whole decoding step (the logits, softmax, eq. 6 and 10-13 and ``γ @ V``)
 in one C call, which :meth:`GaussianMixture.fused_output` offers the pipeline where nothing
-needs the probabilities.
+needs the probabilities; where the problem brings the predictors' folded weights and its raw
+outputs are not yet built, the same call computes them too (eq. 7-9 and 14, trace detail
+"predictors in C").
 
 All need the optional C extensions (built by ``setup.py``) and float32 CPU tensors.
 """
@@ -24,7 +26,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from localnmt.attention.dispatch import Declined
+from localnmt.attention.deferred import Deferred, stored
+from localnmt.attention.dispatch import Declined, note
 from localnmt.attention.fast.native import c_gmm_mixture as c_mixture
 from localnmt.attention.fast.native import gmm_step as c_step
 from localnmt.attention.mixture import REGISTRY as MIXTURE_REGISTRY
@@ -96,6 +99,15 @@ def gmm_c_attention(problem: MixtureStepProblem) -> Tensor | Declined:
     call (``fast/native/gmm_step.py``)."""
     attention, mixture = problem.attention, problem.mixture
     assert mixture.layout is not None
+    given = stored(mixture, "outputs")
+    if problem.predictors is not None and isinstance(given, Deferred) and not given.built:
+        out = c_step.attention_step(
+            mixture.layout, attention.q, attention.k, attention.v, attention.key_group, None,
+            mixture.positions, mixture.length, mixture.real, problem.predictors,
+        )  # fmt: skip
+        if out is not None:
+            note("predictors in C")
+            return out
     out = c_step.attention_step(
         mixture.layout, attention.q, attention.k, attention.v, attention.key_group,
         mixture.outputs, mixture.positions, mixture.length, mixture.real,

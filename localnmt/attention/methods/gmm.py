@@ -43,6 +43,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from localnmt.attention.context import AffinePost, AttentionContext, AttentionSite
+from localnmt.attention.deferred import Deferred
 from localnmt.attention.fast.autograd.predictor_gemms import BankShape, bank_outputs
 from localnmt.attention.mixture import (  # noqa: F401  (EXP_FLOOR, MixtureSum: re-exported)
     EXP_FLOOR,
@@ -51,6 +52,7 @@ from localnmt.attention.mixture import (  # noqa: F401  (EXP_FLOOR, MixtureSum: 
     MixtureStepProblem,
     MixtureSum,
     PredictorLayout,
+    StepWeights,
     combine,
     gated_mixture,
     gmm_step_output,
@@ -103,6 +105,7 @@ class PredictorBank(nn.Module):
         self.out_bias = nn.Parameter(torch.empty(total))
         self.bank_shape = BankShape(dim, self.outs)
         self._cache: tuple[float, tuple[Tensor, Tensor, Tensor, Tensor]] | None = None
+        self._step: tuple[Tensor, StepWeights] | None = None  # keyed by the folded W it came from
         bound = 1 / math.sqrt(dim)  # nn.Linear's default: U(±1/√fan_in), fan_in = d for both
         for p in self.parameters():
             nn.init.uniform_(p, -bound, bound)
@@ -139,7 +142,19 @@ class PredictorBank(nn.Module):
 
     def forget(self) -> None:
         """Drop the folded weights kept by :meth:`_folded` (a new decoding run starts)."""
-        self._cache = None
+        self._cache = self._step = None
+
+    def step_weights(self, scale: float) -> StepWeights | None:
+        """The folded weights of a decoding run (:meth:`_folded` with ``reuse``) laid out as
+        the C decoding step reads them (``csrc/gmm_predict.h``); None where autograd records."""
+        if torch.is_grad_enabled():
+            return None
+        w1, b1, w2, b2 = self._folded(scale, reuse=True)
+        if self._step is None or self._step[0] is not w1:
+            weights = StepWeights(w1.t().contiguous(), b1.contiguous(), w2.contiguous(),
+                                  b2.contiguous())  # fmt: skip
+            self._step = (w1, weights)
+        return self._step[1]
 
     def _folded(self, scale: float, reuse: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """The folded weights (:meth:`BankShape.folded`) for a forward without autograd.
@@ -344,10 +359,24 @@ class GaussianMixture(AttentionModifier):
         if not ctx.incremental or ctx.recording:
             return None
         sources = self.source(ctx)  # first: a new source batch forgets the reused weights
-        outputs = self._raw_outputs(ctx)
-        shape = (*outputs.shape[:3], problem.k.size(2))
+        shape = (*ctx.q.shape[:3], problem.k.size(2))
+        weights = self._step_weights(ctx)
+        if weights is None:
+            outputs: Tensor | Deferred = self._raw_outputs(ctx)
+        else:  # the C step computes them itself; built only if another kernel reads them
+            width = self.predictors.bank_shape.width(ctx.q.device)
+            outputs = Deferred(lambda: self._raw_outputs(ctx), (*ctx.q.shape[:3], width),
+                               torch.float32)  # fmt: skip
         mixture = self._mixture_problem(ctx, sources, outputs, shape, None)
-        return gmm_step_output(MixtureStepProblem(problem, mixture))
+        return gmm_step_output(MixtureStepProblem(problem, mixture, weights))
+
+    def _step_weights(self, ctx: AttentionContext) -> StepWeights | None:
+        """The predictors' weights for the C decoding step (eq. 7-9 and 14 inside the call), on
+        float32 CPU queries of variant ``approx`` without autograd; else None."""
+        q = ctx.q
+        if self._step_layout is None or q.device.type != "cpu" or q.dtype != torch.float32:
+            return None
+        return self.predictors.step_weights(math.sqrt(q.size(-1)))
 
     def post(self, ctx: AttentionContext, probs: Tensor) -> Tensor:
         sources = self.source(ctx)  # first: a new source batch forgets the reused weights
@@ -393,7 +422,7 @@ class GaussianMixture(AttentionModifier):
         self,
         ctx: AttentionContext,
         sources: Sources,
-        outputs: Tensor,
+        outputs: Tensor | Deferred,
         shape: tuple[int, ...],
         probs: Tensor | None,
     ) -> MixtureProblem:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import sysconfig
+from dataclasses import replace
 
 import pytest
 import torch
@@ -23,6 +24,7 @@ from helpers.attention import (
 
 from localnmt.attention import LocalAttention, dispatch, shared_source
 from localnmt.attention.fast.native import gmm_step
+from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.attention.mixture import PredictorLayout
 
 E, H, B, TQ = 16, 4, 3, 4
@@ -215,6 +217,58 @@ def test_whole_step_matches_torch_ops(spec, side, tk, build, monkeypatch):
     eager, none = decode_outputs(attn, x, src, pad, False, monkeypatch)
     assert calls == {"attention_step": TQ} and none == {}
     torch.testing.assert_close(whole, eager, atol=1e-6, rtol=1e-5)
+
+
+@needs_extension
+@pytest.mark.parametrize("spec", ["gmm", "gmm[k=1]", "gmm[share=weight,fusion=average]"])
+@pytest.mark.parametrize(("embed_dim", "heads"), [(16, 4), (96, 8), (160, 5), (64, 1)])
+def test_predictors_in_the_step_match_their_torch_ops(spec, embed_dim, heads, build,
+                                                      monkeypatch):  # fmt: skip
+    """Eq. 7-9 and 14 computed inside the C step (``csrc/gmm_predict.h``) against the same
+    step given the predictors' outputs from torch's ``F.linear`` and sigmoid, step by step:
+    hidden layers of 16, 48 (a 32-unit block and a tail), 128 units and more; 8, 5 (not a
+    multiple of the 4 rows computed together) and 1 heads; one predictor (ω = 1/K, no gate).
+    The trace names the path each step took."""
+    attn = make_attention("cross", spec, embed_dim=embed_dim, heads=heads)
+    x, src, pad = (torch.randn(TQ, B, embed_dim), torch.randn(11, B, embed_dim) * 2,
+                   padding_mask([11, 7, 3], 11, "left"))  # fmt: skip
+    with dispatch.trace() as seen:
+        fused, calls = decode_outputs(attn, x, src, pad, True, monkeypatch)
+    assert calls == {"attention_step": TQ}
+    assert [c.detail for c in seen.calls if c.op == "gmm step"] == [["predictors in C"]] * TQ
+    monkeypatch.setattr(GaussianMixture, "_step_weights", lambda self, ctx: None)
+    with dispatch.trace() as seen:
+        given, calls = decode_outputs(attn, x, src, pad, True, monkeypatch)
+    assert calls == {"attention_step": TQ}
+    assert [c.detail for c in seen.calls if c.op == "gmm step"] == [[]] * TQ
+    torch.testing.assert_close(fused, given, atol=1e-6, rtol=1e-5)
+    eager, _ = decode_outputs(attn, x, src, pad, False, monkeypatch)
+    torch.testing.assert_close(fused, eager, atol=1e-6, rtol=1e-5)
+
+
+@needs_extension
+def test_predictor_weights_the_step_cannot_read_build_the_outputs(monkeypatch):
+    """Weights of another layout (here: not contiguous) make the C step decline the fused
+    predictors; it then builds the outputs with torch's ops and runs as before."""
+    attn = make("gmm")
+    x, src, pad = inputs(9, "right")
+    real = GaussianMixture._step_weights
+
+    def strided(self, ctx):
+        weights = real(self, ctx)
+        w1t = weights.w1t
+        wide = w1t.new_zeros(w1t.size(0), 2 * w1t.size(1))[:, ::2]
+        wide.copy_(w1t)
+        return replace(weights, w1t=wide)
+
+    monkeypatch.setattr(GaussianMixture, "_step_weights", strided)
+    with dispatch.trace() as seen:
+        out, calls = decode_outputs(attn, x, src, pad, True, monkeypatch)
+    assert calls == {"attention_step": TQ}  # the declined fused call never reached C
+    assert all(c.detail == [] for c in seen.calls if c.op == "gmm step")
+    monkeypatch.setattr(GaussianMixture, "_step_weights", lambda self, ctx: None)
+    expected, _ = decode_outputs(attn, x, src, pad, True, monkeypatch)
+    torch.testing.assert_close(out, expected, atol=0, rtol=0)
 
 
 @needs_extension

@@ -65,7 +65,23 @@ def c_relative_attention(q: Tensor, k: Tensor, v: Tensor, key_table: Tensor,
     # dimension that is not contiguous is copied
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     key_table, value_table = key_table.contiguous(), value_table.contiguous()
-    return _CRelative.apply(q, k, v, key_table, value_table, buckets, real, causal)
+    inputs = (q, k, v, key_table, value_table)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        return _CRelative.apply(q, k, v, key_table, value_table, buckets, real, causal)
+    return _forward(q, k, v, key_table, value_table, buckets, real, causal)[0]
+
+
+def _forward(q: Tensor, k: Tensor, v: Tensor, wk: Tensor, wv: Tensor, buckets: Tensor,
+             real: Tensor | None, causal: bool) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """The output (``(B, Tq, H, d)`` in memory, as fused SDPA gives it: merging the heads is
+    then free) and the log-sum-exp ``(B, H, Tq)`` of one forward call."""
+    bsz, heads, tq, dim = q.shape
+    out = q.new_empty(bsz, tq, heads, dim).transpose(1, 2)
+    lse = q.new_empty(q.shape[:3])
+    args = _CRelative._args(q, k, v, wk, wv, out, lse, buckets, real, causal)
+    unused = (view_of(out),) * 4 + (0, 0)
+    run_by_sentences(_relative.forward, args, bsz, unused, TEAM)
+    return out, lse
 
 
 class _CRelative(torch.autograd.Function):
@@ -83,13 +99,7 @@ class _CRelative(torch.autograd.Function):
     def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, wk: Tensor, wv: Tensor,
                 buckets: Tensor, real: Tensor | None, causal: bool) -> Tensor:  # fmt: skip
         ctx.save_for_backward(q, k, v, wk, wv)
-        bsz, heads, tq, dim = q.shape
-        # (B, Tq, H, d) in memory, as fused SDPA gives it: merging the heads is then free
-        out = q.new_empty(bsz, tq, heads, dim).transpose(1, 2)
-        lse = q.new_empty(q.shape[:3])
-        args = _CRelative._args(q, k, v, wk, wv, out, lse, buckets, real, causal)
-        unused = (view_of(out),) * 4 + (0, 0)
-        run_by_sentences(_relative.forward, args, q.size(0), unused, TEAM)
+        out, lse = _forward(q, k, v, wk, wv, buckets, real, causal)
         ctx.rest = (out, lse, buckets, real, causal)
         return out
 

@@ -33,7 +33,7 @@ from localnmt.attention.fast.native import (
     use_torchs_threads,
     view_of,
 )
-from localnmt.attention.mixture import PredictorLayout
+from localnmt.attention.mixture import PredictorLayout, StepWeights
 
 # None without a C compiler at install time, or when built from other sources
 # (localnmt/cbuild.py): the torch ops run
@@ -84,16 +84,19 @@ def mixture_post(layout: PredictorLayout, outputs: Tensor, probs: Tensor, positi
 
 
 def attention_step(layout: PredictorLayout, q: Tensor, k: Tensor, v: Tensor, key_group: int,
-                   outputs: Tensor, positions: Tensor, length: Tensor,
-                   real: Tensor | None) -> Tensor | None:  # fmt: skip
+                   outputs: Tensor | None, positions: Tensor, length: Tensor, real: Tensor | None,
+                   predictors: StepWeights | None = None) -> Tensor | None:  # fmt: skip
     """The output ``(B, H, 1, d)`` of one decoding step of GMM cross-attention: α = softmax of
     ``q·k_j`` over the real keys (``q`` pre-scaled ``(B, H, 1, d)``), γ of eq. 13 from the raw
     predictor ``outputs`` ``(B, H, 1, C)``, and ``γ @ v``; ``k``, ``v`` ``(B / key_group, H, Tk,
     d)``, ``positions`` j ``(B, Tk)``, ``length`` J ``(B, 1, 1, 1)``, ``real`` ``(B, Tk)`` bool
-    or None. None where declined (the dense path runs)."""
-    if not ENABLED or layout.k > MAX_K:
+    or None. With ``predictors`` (and ``outputs`` None) the raw outputs are computed in the
+    same call from ``q`` (``csrc/gmm_predict.h``). None where declined (the dense path runs)."""
+    if not ENABLED or layout.k > MAX_K or (outputs is None) == (predictors is None):
         return None
-    tensors = (q, k, v, outputs, positions, length)
+    given = () if outputs is None else (outputs,)
+    weights = () if predictors is None else predictors.tensors()
+    tensors = (q, k, v, positions, length, *given, *weights)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return None
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
@@ -106,20 +109,30 @@ def attention_step(layout: PredictorLayout, q: Tensor, k: Tensor, v: Tensor, key
         return None
     if batch % key_group or length.numel() != batch or positions.shape != (batch, tk):
         return None
-    if outputs.shape[:3] != (batch, heads, 1):
+    if outputs is not None and outputs.shape[:3] != (batch, heads, 1):
+        return None
+    if predictors is not None and not predictors.fits(dim):
         return None
     if real is not None and (real.dtype != torch.bool or real.shape != (batch, tk)):
         return None
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
-    outputs, positions, length = outputs.contiguous(), positions.contiguous(), length.contiguous()
+    positions, length = positions.contiguous(), length.contiguous()
     if real is not None:
         real = real.contiguous()
+    if outputs is not None:
+        outputs = outputs.contiguous()
+        raw, width, fused = outputs.data_ptr(), outputs.size(-1), (0, 0, 0, 0, 0)
+    else:
+        assert predictors is not None
+        raw, width = 0, predictors.width
+        fused = (*(t.data_ptr() for t in predictors.tensors()), predictors.hidden)
     out = q.new_empty(batch, heads, 1, dim)
     args = (
-        view_of(out), view_of(q), view_of(k), view_of(v), outputs.data_ptr(), positions.data_ptr(),
+        view_of(out), view_of(q), view_of(k), view_of(v), raw, positions.data_ptr(),
         length.data_ptr(), 0 if real is None else real.data_ptr(), heads, tk, dim, key_group,
-        outputs.size(-1), layout.k, layout.mu_col, layout.mu_n, layout.sigma_col, layout.sigma_n,
+        width, layout.k, layout.mu_col, layout.mu_n, layout.sigma_col, layout.sigma_n,
         layout.omega_col, layout.gate_col, layout.fusion, layout.sigma_min, layout.fixed_gate,
+        *fused,
     )  # fmt: skip
     run_by_sentences(_gmm_step.attention_step, args, batch, None, TEAM)
     return out

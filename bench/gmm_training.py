@@ -19,6 +19,8 @@ backward, Adam; 1024 target tokens) of the fairseq baseline and of the GMM row's
 - "own thread pool": as full, but the C calls run on one thread each, split among a pool of
   the wrappers' own instead of torch's OpenMP team (what runs where the extension is not bound
   to torch's OpenMP runtime; ``csrc/builds.h``);
+- "torch output layer": as full, but the predictors' sigmoid and block-diagonal output layer
+  as torch ops and GEMMs instead of C (``fast/native/c_bank_head.py``);
 - "SDPA only": ``post_affine`` keeping α alone (no predictors, no mixture), and
   "+ predictors": the same after running the predictors: full − "+ predictors" is what eq. 6
   and 10-14 cost, "+ predictors" − "SDPA only" what the predictors cost.
@@ -43,7 +45,7 @@ from bench.synthetic import batch_size_for, make_batch, make_dictionary
 from bench.training_throughput import Trainer
 from localnmt.attention.context import AffinePost
 from localnmt.attention.fast.autograd import predictor_gemms as gmm_predictors
-from localnmt.attention.fast.native import c_gmm_mixture
+from localnmt.attention.fast.native import c_bank_head, c_gmm_mixture
 from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
 
@@ -62,13 +64,15 @@ def _predictors_only(self: GaussianMixture, ctx) -> AffinePost:
 
 
 #: form name: (post_affine replacement, C mixture allowed, predictors' backward allowed,
-#: C calls on torch's OpenMP team where bound to it)
-FORMS = {"full": (None, True, True, True), "affine": (_affine, True, True, True),
-         "torch ops": (None, False, True, True), "autograd predictors": (None, True, False, True),
-         "both off": (None, False, False, True),
-         "own thread pool": (None, True, True, False),
-         "SDPA only": (_sdpa_only, True, True, True),
-         "+ predictors": (_predictors_only, True, True, True)}  # fmt: skip
+#: C calls on torch's OpenMP team where bound to it, predictors' output layer in C)
+FORMS = {"full": (None, True, True, True, True), "affine": (_affine, True, True, True, True),
+         "torch ops": (None, False, True, True, True),
+         "autograd predictors": (None, True, False, True, True),
+         "both off": (None, False, False, True, True),
+         "own thread pool": (None, True, True, False, True),
+         "torch output layer": (None, True, True, True, False),
+         "SDPA only": (_sdpa_only, True, True, True, True),
+         "+ predictors": (_predictors_only, True, True, True, True)}  # fmt: skip
 
 
 def model_size(size: str) -> list[str]:
@@ -103,11 +107,14 @@ def take_apart(
 
     team = c_gmm_mixture.TEAM
 
-    def form(post_affine: Callable | None, c_mixture: bool, predictors: bool, on_team: bool):
+    def form(post_affine: Callable | None, c_mixture: bool, predictors: bool, on_team: bool,
+             head_in_c: bool):  # fmt: skip
         settings = [(GaussianMixture, "post_affine", post_affine or original),
                     (c_gmm_mixture, "ENABLED", built and c_mixture),
                     (gmm_predictors, "ENABLED", predictors),
-                    (c_gmm_mixture, "TEAM", team and on_team)]  # fmt: skip
+                    (gmm_predictors, "HEAD_IN_C", head_in_c),
+                    (c_gmm_mixture, "TEAM", team and on_team),
+                    (c_bank_head, "TEAM", team and on_team)]  # fmt: skip
 
         def run() -> object:
             with switched(settings):

@@ -28,11 +28,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "builds.h"
+#include "gmm_bank_head.h"
 #include "gmm_params.h"
 #include "vec_math.h"
 
@@ -157,7 +159,18 @@ typedef void (*ParamsBackwardFn)(const float *, Py_ssize_t, const float *, Py_ss
                                  const Layout *, const float *, const float *, const float *,
                                  const float *, float *, int);
 
+typedef void (*HeadForwardFn)(const BankHead *, float *, float *, Py_ssize_t, Py_ssize_t);
+typedef void (*HeadBackwardFn)(const BankHead *, const float *, const float *, float *, float *,
+                               float *, Py_ssize_t, Py_ssize_t);
+
 #ifdef HAVE_X86_BUILDS
+DEFINE_BANK_HEAD(head_baseline, exp_sse2, )
+DEFINE_BANK_HEAD(head_avx2, exp_floor, TARGET_AVX2)
+DEFINE_BANK_HEAD(head_avx512, exp_floor, TARGET_AVX512)
+static const HeadForwardFn head_forwards[N_BUILDS] = {head_avx512_forward, head_avx2_forward,
+                                                      head_baseline_forward};
+static const HeadBackwardFn head_backwards[N_BUILDS] = {
+    head_avx512_backward, head_avx2_backward, head_baseline_backward};
 DEFINE_PARAMS(params_baseline, exp_sse2, )
 DEFINE_PARAMS(params_avx2, exp_floor, TARGET_AVX2)
 DEFINE_PARAMS(params_avx512, exp_floor, TARGET_AVX512)
@@ -175,6 +188,9 @@ static const ForwardFn forwards[N_BUILDS] = {forward_avx512, forward_avx2, forwa
 static const BackwardFn backwards[N_BUILDS] = {backward_avx512, backward_avx2,
                                                backward_baseline};
 #else
+DEFINE_BANK_HEAD(head_baseline, exp_floor, )
+static const HeadForwardFn head_forwards[N_BUILDS] = {head_baseline_forward};
+static const HeadBackwardFn head_backwards[N_BUILDS] = {head_baseline_backward};
 DEFINE_PARAMS(params_baseline, exp_floor, )
 static const ParamsForwardFn params_forwards[N_BUILDS] = {params_baseline_forward};
 static const ParamsBackwardFn params_backwards[N_BUILDS] = {params_baseline_backward};
@@ -304,7 +320,68 @@ static PyObject *run_params(PyObject *args, int backward) {
 static PyObject *params_forward(PyObject *self, PyObject *args) { return run_params(args, 0); }
 static PyObject *params_backward(PyObject *self, PyObject *args) { return run_params(args, 1); }
 
+/* The predictor bank's output layer (gmm_bank_head.h), rows r0 ... r1-1, GIL released:
+ *   head_forward(pre, out, 0, w, bias, block, nd, d, total, width, r0, r1, (0, 0, 0))
+ *   head_backward(hidden, grad, dpre, w, bias, block, nd, d, total, width, r0, r1, (G, S, 0))
+ * pre (rows, nd): the hidden layer's pre-activation, overwritten with its sigmoid; out (rows,
+ * width); w (total, d) the stored V^T; bias (width); block (total) int32 predictor indices;
+ * grad (rows, width); dpre (rows, nd) written; G (total, d) and S (total) added to. */
+static pthread_mutex_t head_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static PyObject *run_head(PyObject *args, int backward) {
+    unsigned long long a, b, c, w, bias, block, sums[3];
+    BankHead B;
+    Py_ssize_t r0, r1;
+    if (!PyArg_ParseTuple(args, "KKKKKKnnnnnn(KKK)", &a, &b, &c, &w, &bias, &block, &B.nd, &B.d,
+                          &B.total, &B.width, &r0, &r1, &sums[0], &sums[1], &sums[2]))
+        return NULL;
+    if (B.d < 1 || B.nd < B.d || B.total < 1 || B.width < B.total || a == 0 || b == 0 ||
+        w == 0 || bias == 0 || block == 0 || (backward && (c == 0 || sums[0] == 0 ||
+                                                           sums[1] == 0))) {
+        PyErr_Format(PyExc_ValueError,
+                     "gmm bank head: d=%zd, nd=%zd, total=%zd, width=%zd, or a missing buffer",
+                     B.d, B.nd, B.total, B.width);
+        return NULL;
+    }
+    B.w = (const float *)w;
+    B.bias = (const float *)bias;
+    B.block = (const int32_t *)block;
+    size_t table = (size_t)(B.total * B.d + B.total), most = (size_t)team_most();
+    float *own = backward ? (float *)calloc(most * table, sizeof(float)) : NULL;
+    if (backward && own == NULL) return PyErr_NoMemory();
+    Py_BEGIN_ALLOW_THREADS
+    TEAM_PARALLEL(r1 - r0 > 1) {
+        Py_ssize_t lo, hi;
+        team_share(r0, r1, &lo, &hi);
+        if (lo < hi && backward) {
+            float *G = own + table * (size_t)team_rank();
+            head_backwards[build_current](&B, (const float *)b, (const float *)a, (float *)c, G,
+                                          G + B.total * B.d, lo, hi);
+        } else if (lo < hi) {
+            head_forwards[build_current](&B, (float *)a, (float *)b, lo, hi);
+        }
+    }
+    if (backward) { /* ranks in order; a rank without rows left its sums at 0 */
+        pthread_mutex_lock(&head_lock);
+        float *G = (float *)sums[0], *S = (float *)sums[1];
+        for (size_t rank = 0; rank < most; rank++) {
+            const float *mine = own + table * rank;
+            for (Py_ssize_t i = 0; i < B.total * B.d; i++) G[i] += mine[i];
+            for (Py_ssize_t o = 0; o < B.total; o++) S[o] += mine[B.total * B.d + o];
+        }
+        pthread_mutex_unlock(&head_lock);
+    }
+    Py_END_ALLOW_THREADS
+    free(own);
+    Py_RETURN_NONE;
+}
+
+static PyObject *head_forward(PyObject *self, PyObject *args) { return run_head(args, 0); }
+static PyObject *head_backward(PyObject *self, PyObject *args) { return run_head(args, 1); }
+
 static PyMethodDef methods[] = {
+    {"head_forward", head_forward, METH_VARARGS, "predictor output layer (see gmm_bank_head.h)."},
+    {"head_backward", head_backward, METH_VARARGS, "its backward (see gmm_bank_head.h)."},
     {"forward", mixture_forward, METH_VARARGS, "eq. 6 and 13 forward (see gmm_mixture.py)."},
     {"backward", mixture_backward, METH_VARARGS, "eq. 6 and 13 backward (see gmm_mixture.py)."},
     {"params_forward", params_forward, METH_VARARGS, "eq. 10-12 and 14 (see gmm_mixture.py)."},

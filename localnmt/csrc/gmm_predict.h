@@ -18,22 +18,13 @@
 
 #include <Python.h>
 
+#include "vec_math.h"
+
 #define PRED_ROWS 4
 #define PRED_UNITS 32
 
 #define DEFINE_PREDICT(NAME, EXP, TARGET)                                                       \
-    TARGET static float NAME##_dot(const float *restrict a, const float *restrict b,            \
-                                   Py_ssize_t n) {                                              \
-        float lane[16] = {0};                                                                   \
-        Py_ssize_t c = 0;                                                                       \
-        for (; c + 16 <= n; c += 16)                                                            \
-            for (int l = 0; l < 16; l++) lane[l] += a[c + l] * b[c + l];                        \
-        for (int l = 0; l < 8; l++) lane[l] += lane[l + 8];                                     \
-        for (int l = 0; l < 4; l++) lane[l] += lane[l + 4];                                     \
-        float s = (lane[0] + lane[2]) + (lane[1] + lane[3]);                                    \
-        for (; c < n; c++) s += a[c] * b[c];                                                    \
-        return s;                                                                               \
-    }                                                                                           \
+    DEFINE_DOT(NAME##_dot, TARGET)                                                              \
                                                                                                 \
     /* raw[r * width + o] for rows r < rows (<= PRED_ROWS) with inputs q[r] (d floats each); \
      * hidden: scratch of PRED_ROWS * nd floats */                                              \

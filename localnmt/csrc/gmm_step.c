@@ -51,18 +51,7 @@
 #define DEFINE_ATTEND(NAME, EXP, TARGET)                                                        \
     DEFINE_WEIGHTED_ROWS(NAME##_weighted_rows, TARGET)                                          \
                                                                                                 \
-    TARGET static float NAME##_dot(const float *restrict a, const float *restrict b,            \
-                                   Py_ssize_t d) {                                              \
-        float lane[16] = {0};                                                                   \
-        Py_ssize_t c = 0;                                                                       \
-        for (; c + 16 <= d; c += 16)                                                            \
-            for (int l = 0; l < 16; l++) lane[l] += a[c + l] * b[c + l];                        \
-        for (int l = 0; l < 8; l++) lane[l] += lane[l + 8];                                     \
-        for (int l = 0; l < 4; l++) lane[l] += lane[l + 4];                                     \
-        float s = (lane[0] + lane[2]) + (lane[1] + lane[3]);                                    \
-        for (; c < d; c++) s += a[c] * b[c];                                                    \
-        return s;                                                                               \
-    }                                                                                           \
+    DEFINE_DOT(NAME##_dot, TARGET)                                                              \
                                                                                                 \
     TARGET static void NAME(const float *restrict q, const float *k, Py_ssize_t k_t,            \
                             const float *v, Py_ssize_t v_t, Py_ssize_t d,                       \

@@ -2,6 +2,7 @@
 #ifndef LOCALNMT_VEC_MATH_H
 #define LOCALNMT_VEC_MATH_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -66,6 +67,24 @@ static inline __attribute__((always_inline)) float floor_by_hand(float x) {
 
 DEFINE_EXP(exp_sse2, floor_by_hand)
 DEFINE_EXP(exp_floor, __builtin_floorf)
+
+/* sum_c a[c] b[c] over n floats, summed as 16 independent lanes then a tree of halves, so
+ * that the loop vectorises without reassociating a single sum (the compiler may not). Shared
+ * by the kernels that take dot products of rows (gmm_step.c, gmm_predict.h,
+ * gmm_bank_head.h); instantiated per build (DEFINE_DOT(name, target attribute)). */
+#define DEFINE_DOT(NAME, TARGET)                                                               \
+    TARGET static inline float NAME(const float *restrict a, const float *restrict b,          \
+                                    ptrdiff_t n) {                                             \
+        float lane[16] = {0};                                                                  \
+        ptrdiff_t c = 0;                                                                       \
+        for (; c + 16 <= n; c += 16)                                                           \
+            for (int l = 0; l < 16; l++) lane[l] += a[c + l] * b[c + l];                       \
+        for (int l = 0; l < 8; l++) lane[l] += lane[l + 8];                                    \
+        for (int l = 0; l < 4; l++) lane[l] += lane[l + 4];                                    \
+        float s = (lane[0] + lane[2]) + (lane[1] + lane[3]);                                   \
+        for (; c < n; c++) s += a[c] * b[c];                                                   \
+        return s;                                                                              \
+    }
 
 /* A kernel compiled in several builds, chosen at import by the CPU (fastest first). */
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -28,10 +28,12 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from localnmt.attention.fast.native import has_memory
+from localnmt.attention.fast.native import c_bank_head, has_memory
 
 #: Switch for tests and benchmarks (False: always ``F.linear`` through autograd).
 ENABLED = True
+#: Switch for tests and benchmarks (False: the output layer as torch's GEMMs, not C).
+HEAD_IN_C = True
 
 #: ``(W, b1, V^T, b2)`` as stored by the bank (see the module docstring for the shapes).
 BankWeights = tuple[Tensor, Tensor, Tensor, Tensor]
@@ -44,6 +46,8 @@ class BankShape:
     dim: int
     outs: tuple[int, ...]
     _index: dict[torch.device, Tensor] = field(default_factory=dict, compare=False, repr=False)
+    _predictors: dict[torch.device, Tensor] = field(default_factory=dict, compare=False,
+                                                    repr=False)  # fmt: skip
 
     @property
     def total(self) -> int:
@@ -68,6 +72,23 @@ class BankShape:
             self._index[device] = (rows + cols).reshape(-1).to(device)
         return self._index[device]
 
+    def output_predictors(self, device: torch.device) -> Tensor:
+        """The predictor of each output column, int32 ``(Σ out,)`` (the C output layer's
+        blocks)."""
+        if device not in self._predictors:
+            self._predictors[device] = torch.repeat_interleave(
+                torch.arange(len(self.outs), dtype=torch.int32), torch.tensor(self.outs)
+            ).to(device)
+        return self._predictors[device]
+
+    def output_bias(self, out_weight: Tensor, out_bias: Tensor) -> Tensor:
+        """``b2 − V^T 1`` ``(width,)`` (zeros after Σ out), a new tensor with no autograd
+        history."""
+        with torch.no_grad():
+            bias = out_weight.new_zeros(self.width(out_weight.device))
+            torch.sub(out_bias, out_weight.sum(dim=1), out=bias[: self.total])
+        return bias
+
     def fold_output_layer(self, out_weight: Tensor, out_bias: Tensor) -> tuple[Tensor, Tensor]:
         """The block-diagonal ``V^T`` ``(width, n·d)`` (without the factor 2) and ``b2 − V^T 1``
         ``(width,)``, as new tensors with no autograd history."""
@@ -76,9 +97,7 @@ class BankShape:
             blocks = out_weight.new_zeros(width, len(self.outs) * self.dim)
             blocks.view(-1).index_copy_(0, self.block_index(out_weight.device),
                                         out_weight.reshape(-1))  # fmt: skip
-            bias = out_weight.new_zeros(width)
-            torch.sub(out_bias, out_weight.sum(dim=1), out=bias[: self.total])
-        return blocks, bias
+        return blocks, self.output_bias(out_weight, out_bias)
 
     def folded(self, weights: BankWeights, scale: float) -> BankWeights:
         """``2·scale·W``, ``2·b1``, ``2·V`` (block-diagonal, ``(width, n·d)``) and ``b2 − V^T 1``
@@ -107,23 +126,34 @@ def bank_outputs(q: Tensor, weights: BankWeights, shape: BankShape, scale: float
 
 
 class _BankGemms(torch.autograd.Function):
-    """The two layers as ``addmm`` on ``(rows, d)``; keeps the input, the hidden layer, ``W``
-    and the block-diagonal ``V^T``."""
+    """The hidden layer as ``addmm`` on ``(rows, d)``; the output layer (with the sigmoid
+    before it) in C where :mod:`~localnmt.attention.fast.native.c_bank_head` takes the
+    tensors, else as ``addmm`` with the block-diagonal ``V^T``. Keeps the input, the hidden
+    layer, ``W`` and ``V^T`` (block-diagonal for the torch path)."""
 
     @staticmethod
     def forward(ctx: Any, q: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor,
                 shape: BankShape, scale: float) -> Tensor:  # fmt: skip
         rows = q.reshape(-1, q.size(-1))
-        hidden = torch.addmm(b1, rows, w1.t(), beta=2.0, alpha=2.0 * scale).sigmoid_()
+        pre = torch.addmm(b1, rows, w1.t(), beta=2.0, alpha=2.0 * scale)
+        ctx.shape, ctx.scale = shape, scale
+        if HEAD_IN_C and c_bank_head.takes(pre, w2, b2):
+            bias = shape.output_bias(w2, b2)
+            out = c_bank_head.head_forward(pre, w2.contiguous(), bias,
+                                           shape.output_predictors(pre.device))  # fmt: skip
+            ctx.save_for_backward(q, rows, pre, w1, b1, w2, b2, bias)
+            ctx.head_in_c = True
+            return out.view(*q.shape[:-1], out.size(1))
+        hidden = pre.sigmoid_()
         blocks, bias = shape.fold_output_layer(w2, b2)
         ctx.save_for_backward(q, rows, hidden, w1, b1, w2, b2, blocks)
-        ctx.shape, ctx.scale = shape, scale
+        ctx.head_in_c = False
         return torch.addmm(bias.to(hidden.dtype), hidden, blocks.t().to(hidden.dtype),
                            alpha=2.0).view(*q.shape[:-1], blocks.size(0))  # fmt: skip
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):
-        q, rows, hidden, w1, b1, w2, b2, blocks = ctx.saved_tensors
+        q, rows, hidden, w1, b1, w2, b2, blocks = ctx.saved_tensors  # blocks: bias in C
         shape, scale = ctx.shape, ctx.scale
         if torch.is_grad_enabled():  # create_graph: the same gradients, differentiable
             inputs = (q, w1, b1, w2, b2)
@@ -136,18 +166,31 @@ class _BankGemms(torch.autograd.Function):
         # under autocast the forward's products ran in the hidden layer's dtype: so does this
         # backward (autograd casts each gradient back to its input's dtype)
         low = hidden.dtype
-        rows, w1, blocks = rows.to(low), w1.to(low), blocks.to(low)
+        rows, w1 = rows.to(low), w1.to(low)
         grad = grad.reshape(-1, grad.size(-1)).to(low)
         # out = 2·h·V'^T + b2', h = sigmoid(2s·rows·W^T + 2·b1): d_hidden holds half the
         # gradient of the sigmoid's input; the factors 2 and 2s go into the products
-        d_hidden = grad @ blocks
-        torch.ops.aten.sigmoid_backward.grad_input(d_hidden, hidden, grad_input=d_hidden)
+        head = None
+        if ctx.head_in_c and c_bank_head.takes(grad):
+            head = c_bank_head.head_backward(grad.contiguous(), hidden, w2.contiguous(), blocks,
+                                             shape.output_predictors(grad.device))  # fmt: skip
+            d_hidden = head[0]
+        else:
+            if ctx.head_in_c:  # a gradient C does not take: the block-diagonal V^T after all
+                blocks = shape.fold_output_layer(w2, b2)[0]
+            blocks = blocks.to(low)
+            d_hidden = grad @ blocks
+            torch.ops.aten.sigmoid_backward.grad_input(d_hidden, hidden, grad_input=d_hidden)
         need_q, need_w1, need_b1, need_w2, need_b2 = ctx.needs_input_grad[:5]
         d_q = (d_hidden @ w1).mul_(4.0 * scale).view(q.shape) if need_q else None
         d_w1 = (d_hidden.t() @ rows).mul_(4.0 * scale) if need_w1 else None
         d_b1 = d_hidden.sum(0).mul_(4.0) if need_b1 else None
         d_w2 = d_b2 = None
-        if need_w2 or need_b2:
+        if head is not None:
+            _, sums, column_sums = head
+            d_b2 = column_sums if need_b2 else None
+            d_w2 = sums.mul_(2.0).sub_(column_sums[:, None]) if need_w2 else None
+        elif need_w2 or need_b2:
             column_sums = grad.sum(0)[: shape.total]  # the gradient of b2 − V^T 1
             d_b2 = column_sums if need_b2 else None
             if need_w2:

@@ -18,7 +18,10 @@ layer of their sites.
 
 ``--without KERNEL`` adds the columns of each method model with that kernel taken out of its
 registry, interleaved with the others (e.g. ``--families gmm --without gmm_c_attention``: GMM's
-decoding step in one C call against the dense path it replaces).
+decoding step in one C call against the dense path it replaces); it also turns off a named
+path inside a kernel (``gmm_predictors_in_c``: the C decoding step reads the predictors'
+outputs from torch instead of computing them; ``gmm_output_layer_in_c``: the predictors'
+output layer in training as torch's GEMMs).
 
 ``--work`` adds the ratio of the two models' matrix-product work (``sdpa`` model ÷ method
 model, the multiply-adds of ``mm`` / ``addmm`` that ``torch.utils.flop_counter`` counts: the
@@ -45,7 +48,7 @@ from collections.abc import Callable
 
 import torch
 
-from bench.measure import interleaved, median_ratio, ratio_quartiles
+from bench.measure import interleaved, median_ratio, ratio_quartiles, switched
 from localnmt.attention import dispatch
 
 #: One spec per method family, at a site it applies to.
@@ -156,8 +159,25 @@ def _spread(reference: list[float], method: list[float]) -> str:
     return f"{first:.2f}-{third:.2f}"
 
 
+def _paths() -> dict[str, tuple[object, str]]:
+    """Code paths inside a kernel or a method that ``--without`` can turn off as well: name →
+    (module, switch)."""
+    from localnmt.attention.fast import gmm_mixture
+    from localnmt.attention.fast.autograd import predictor_gemms
+
+    return {"gmm_predictors_in_c": (gmm_mixture, "PREDICTORS_IN_C"),
+            "gmm_output_layer_in_c": (predictor_gemms, "HEAD_IN_C")}  # fmt: skip
+
+
 def _without(fn: Callable[[], None], name: str) -> Callable[[], None]:
+    paths = _paths()
+
     def run() -> None:
+        if name in paths:
+            module, switch = paths[name]
+            with switched([(module, switch, False)]):
+                fn()
+            return
         with dispatch.kernel_removed(name):
             fn()
 
@@ -165,7 +185,7 @@ def _without(fn: Callable[[], None], name: str) -> Callable[[], None]:
 
 
 def kernel_names() -> list[str]:
-    return [n for r in dispatch.registries() for n in r.names()]
+    return [n for r in dispatch.registries() for n in r.names()] + list(_paths())
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -81,6 +81,25 @@ def test_without_a_kernel_times_the_model_with_it_out_of_its_registry(capsys):
         hf_attention.main(["--without", "no_such_kernel"])
 
 
+def test_without_a_named_path_turns_it_off_for_the_without_calls(capsys):
+    """``--without gmm_predictors_in_c``: the 'without' calls' decoding steps read the
+    predictors' outputs from torch (no trace detail), the others compute them in C; the
+    switch is back on after the run."""
+    from localnmt.attention import dispatch
+    from localnmt.attention.fast import gmm_mixture
+    from localnmt.attention.fast.native import gmm_step
+
+    with dispatch.trace() as traced:
+        hf_attention.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "8",
+                           "--new-tokens", "3", "--repeats", "1", "--families", "gmm",
+                           "--without", "gmm_predictors_in_c"])  # fmt: skip
+    line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith("gmm "))
+    assert re.match(r"gmm\s+[\d.]+\s+[\d.]+\s+without: [\d.]+ [\d.]+$", line), line
+    assert gmm_mixture.PREDICTORS_IN_C
+    details = {tuple(c.detail) for c in traced.calls if c.kernel == "gmm_c_attention"}
+    assert details == ({("predictors in C",), ()} if gmm_step.ENABLED else set())
+
+
 def test_work_counts_the_linear_layers_products_and_not_attentions():
     import torch
 

@@ -39,6 +39,11 @@ from localnmt.attention.mixture import (
 )
 
 
+#: Switch for tests and benchmarks (False: ``gmm_c_attention`` reads the predictors' outputs
+#: from torch's ``F.linear`` even where the problem brings their weights).
+PREDICTORS_IN_C = True
+
+
 def _float32_cpu(*tensors: Tensor | None) -> str | None:
     for t in tensors:
         if t is not None and (t.device.type != "cpu" or t.dtype != torch.float32):
@@ -100,7 +105,8 @@ def gmm_c_attention(problem: MixtureStepProblem) -> Tensor | Declined:
     attention, mixture = problem.attention, problem.mixture
     assert mixture.layout is not None
     given = stored(mixture, "outputs")
-    if problem.predictors is not None and isinstance(given, Deferred) and not given.built:
+    fused = PREDICTORS_IN_C and problem.predictors is not None
+    if fused and isinstance(given, Deferred) and not given.built:
         out = c_step.attention_step(
             mixture.layout, attention.q, attention.k, attention.v, attention.key_group, None,
             mixture.positions, mixture.length, mixture.real, problem.predictors,

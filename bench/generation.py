@@ -34,6 +34,13 @@ class Generator:
         from fairseq.sequence_generator import SequenceGenerator
 
         self.model = model.to(device).eval()
+        # as fairseq-generate's prepare_for_inference_ (need_attn = --print-alignment, off): a
+        # decoder layer computes cross-attention weights only where the decoder asks for the
+        # alignment layer's; without it every layer in eval mode returns them (set here, not
+        # by make_generation_fast_, which would forbid training the same model afterwards)
+        for module in self.model.modules():
+            if hasattr(module, "need_attn"):
+                module.need_attn = False
         self.device = device
         self.dtype = dtype
         self.generator = SequenceGenerator(

@@ -3,14 +3,16 @@
     python -m bench.gmm_decoding [--length 32] [--repeats 7]
 
 Beam search (``bench.generation``: 8 sentences, beam 4, exactly T steps) with the fairseq
-baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in five
-forms: the full model (eq. 6 and 10-13 in the fused C step, ``fast/native/gmm_step.py``, where it is
-built; the first step and cross-attention keys once per sentence, ``attention/shared_source.py``);
-the full model with torch ops only; the full model run per hypothesis, as fairseq does;
-``post`` returning the softmax unchanged (what remains is the reference path the modifier
-needs for probabilities); and ``post`` running only the predictors (eq. 7-9, 14) and
-returning the softmax. Prints seconds per batch and the
-difference of each form to the baseline: full − predictors-only is what eq. 6 and 10-13 cost.
+baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in six
+forms: the full model (the decoding step in one C call, ``fast/native/gmm_step.py``, where it
+is built, the predictors computed in it; the first step and cross-attention keys once per
+sentence, ``attention/shared_source.py``); the full model with the predictors' outputs from
+torch's ``F.linear`` before the C call; the full model with torch ops only; the full model run
+per hypothesis, as fairseq does; every layer on the dense path with ``post`` returning the
+softmax unchanged (what remains is the reference path the modifier needs for probabilities);
+and the same with ``post`` running only the predictors (eq. 7-9, 14). Prints seconds per batch
+and the difference of each form to the baseline: "full, torch ops" − predictors-only is what
+eq. 6 and 10-13 cost as torch ops.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from bench.measure import interleaved, switched
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import make_batch, make_dictionary
 from localnmt.attention import shared_source
+from localnmt.attention.fast import gmm_mixture
 from localnmt.attention.fast.native import gmm_step
 from localnmt.attention.methods.gmm import GaussianMixture
 from localnmt.machine import load_average
@@ -42,22 +45,32 @@ def _predictors_only(self: GaussianMixture, ctx, probs):
     return probs
 
 
+def _no_fused_step(self: GaussianMixture, ctx, problem):
+    return None
+
+
 #: form name: (post, whether the C step may run, whether beam search's shared source is used:
 #: the first step once per sentence, cross-attention keys once per sentence;
-#: attention/shared_source.py)
-FORMS = {"full": (None, True, True), "full, torch ops": (None, False, True),
-         "full, per hypothesis": (None, True, False),
-         "reference path only": (_softmax_unchanged, False, True),
-         "+ predictors": (_predictors_only, False, True)}  # fmt: skip
+#: attention/shared_source.py; whether the C step computes the predictors). A form with a
+#: post of its own takes every layer's step to the dense path (no fused_output), so that post
+#: runs there.
+FORMS = {"full": (None, True, True, True),
+         "full, predictors by torch": (None, True, True, False),
+         "full, torch ops": (None, False, True, True),
+         "full, per hypothesis": (None, True, False, True),
+         "reference path only": (_softmax_unchanged, False, True, True),
+         "+ predictors": (_predictors_only, False, True, True)}  # fmt: skip
 
 
-def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: int) -> dict:
-    """Median seconds per beam-search batch of the baseline and of each form of the model."""
+def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: int,
+               dims: tuple[int, int] = (512, 2048)) -> dict:  # fmt: skip
+    """Median seconds per beam-search batch of the baseline and of each form of the model
+    (``dims``: embedding and FFN sizes)."""
     from localnmt.catalog import all_rows
 
     row = next(r for r in all_rows() if r.name == row_name)
     dictionary = make_dictionary(vocab)
-    ns = parse_model_args(row.arch, row.args, size_overrides(512, 2048))
+    ns = parse_model_args(row.arch, row.args, size_overrides(*dims))
     batch = make_batch(dictionary, sentences, length)
     device = torch.device("cpu")
     base = Generator(build_baseline(ns, dictionary), dictionary, device, torch.float32,
@@ -65,10 +78,15 @@ def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: 
     cand = Generator(build_candidate(ns, dictionary), dictionary, device, torch.float32,
                      beam=DEFAULT_DECODING.beam, steps=length)  # fmt: skip
     original, fused = GaussianMixture.post, gmm_step.ENABLED
+    original_step = GaussianMixture.fused_output
 
-    def form(post: Callable | None, c_step: bool, shared: bool) -> Callable[[], object]:
+    def form(post: Callable | None, c_step: bool, shared: bool,
+             predictors_in_c: bool) -> Callable[[], object]:  # fmt: skip
         settings = [(GaussianMixture, "post", post or original),
+                    (GaussianMixture, "fused_output", original_step if post is None
+                     else _no_fused_step),
                     (gmm_step, "ENABLED", fused and c_step),
+                    (gmm_mixture, "PREDICTORS_IN_C", predictors_in_c),
                     (shared_source, "ENABLED", shared)]  # fmt: skip
 
         def run() -> object:
@@ -103,10 +121,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {name} | {seconds:.3f} | {1e3 * (seconds - base):+.0f} | {base / seconds:.3f} |")
     print()
     c_step = "C step" if gmm_step.ENABLED else "C step not built: torch ops"
-    for full in ("full", "full, torch ops"):
-        eq = med[full] - med["+ predictors"]
-        label = c_step if full == "full" else "torch ops"
-        print(f"eq. 6 and 10-13 ({label}; {full} − predictors-only): {1e3 * eq:+.0f} ms per batch")
+    eq = med["full, torch ops"] - med["+ predictors"]
+    print(f"eq. 6 and 10-13 as torch ops (full, torch ops − predictors-only): {1e3 * eq:+.0f} ms "
+          f"per batch; {c_step} in the full form")  # fmt: skip
     load = load_average()
     print(f"load {load[0]:.1f} at the end" if load else "load unknown")
 

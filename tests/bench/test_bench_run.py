@@ -268,16 +268,21 @@ def test_gmm_decoding_benchmark_runs_and_restores_post(capsys) -> None:
     """bench.gmm_decoding on a tiny config: one row per form (no timing asserted); the GMM
     modifier's post and the C-step switch are left as they were."""
     from bench import gmm_decoding
+    from localnmt.attention.fast import gmm_mixture
     from localnmt.attention.fast.native import gmm_step
     from localnmt.attention.methods.gmm import GaussianMixture
 
-    before, enabled = GaussianMixture.post, gmm_step.ENABLED
+    def switches():
+        return (GaussianMixture.post, GaussianMixture.fused_output, gmm_step.ENABLED,
+                gmm_mixture.PREDICTORS_IN_C)  # fmt: skip
+
+    before = switches()
     gmm_decoding.main(["--length", "3", "--sentences", "1", "--vocab", "100", "--repeats", "1"])
     out = capsys.readouterr().out
-    assert GaussianMixture.post is before and gmm_step.ENABLED is enabled
+    assert switches() == before
     for form in ("baseline", *gmm_decoding.FORMS):
         assert f"| {form} |" in out
-    assert "full − predictors-only)" in out and "full, torch ops − predictors-only)" in out
+    assert "(full, torch ops − predictors-only)" in out
 
 
 def test_gmm_training_benchmark_runs_and_restores_switches(capsys) -> None:
@@ -285,12 +290,12 @@ def test_gmm_training_benchmark_runs_and_restores_switches(capsys) -> None:
     modifier's post_affine and the C and predictor switches are left as they were."""
     from bench import gmm_training
     from localnmt.attention.fast.autograd import predictor_gemms as gmm_predictors
-    from localnmt.attention.fast.native import c_gmm_mixture
+    from localnmt.attention.fast.native import c_bank_head, c_gmm_mixture
     from localnmt.attention.methods.gmm import GaussianMixture
 
     def switches():
         return (GaussianMixture.post_affine, c_gmm_mixture.ENABLED, gmm_predictors.ENABLED,
-                c_gmm_mixture.TEAM)  # fmt: skip
+                c_gmm_mixture.TEAM, gmm_predictors.HEAD_IN_C, c_bank_head.TEAM)  # fmt: skip
 
     before = switches()
     gmm_training.main(["--length", "3", "--max-tokens", "6", "--vocab", "100", "--repeats", "1"])

@@ -38,7 +38,6 @@ from localnmt.attention.mixture import (
     register_step_kernel,
 )
 
-
 #: Switch for tests and benchmarks (False: ``gmm_c_attention`` reads the predictors' outputs
 #: from torch's ``F.linear`` even where the problem brings their weights).
 PREDICTORS_IN_C = True

@@ -62,17 +62,25 @@ def test_ratio_quartiles_of_paired_ratios():
     assert ratio_quartiles([3.0], [2.0]) == (1.5, 1.5)
 
 
-def test_without_a_kernel_times_the_model_with_it_out_of_its_registry(capsys):
-    from localnmt.attention import dispatch, mixture
-    from localnmt.attention.fast.native import gmm_step
+def _tiny_gmm_run_without(name: str, capsys):
+    """A tiny run of the GMM family with ``--without name``, traced; checks its output line."""
+    from localnmt.attention import dispatch
 
-    kept = mixture.STEP_REGISTRY.names()
     with dispatch.trace() as traced:
         hf_attention.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "8",
                            "--new-tokens", "3", "--repeats", "1", "--families", "gmm",
-                           "--without", "gmm_c_attention"])  # fmt: skip
+                           "--without", name])  # fmt: skip
     line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith("gmm "))
     assert re.match(r"gmm\s+[\d.]+\s+[\d.]+\s+without: [\d.]+ [\d.]+$", line), line
+    return traced
+
+
+def test_without_a_kernel_times_the_model_with_it_out_of_its_registry(capsys):
+    from localnmt.attention import mixture
+    from localnmt.attention.fast.native import gmm_step
+
+    kept = mixture.STEP_REGISTRY.names()
+    traced = _tiny_gmm_run_without("gmm_c_attention", capsys)
     assert mixture.STEP_REGISTRY.names() == kept  # back in its registry after the run
     # the generate steps ran with the C step and, in the 'without' calls, the dense path
     expected = {"gmm_c_attention", "gmm_dense_step"} if gmm_step.ENABLED else {"gmm_dense_step"}
@@ -85,16 +93,10 @@ def test_without_a_named_path_turns_it_off_for_the_without_calls(capsys):
     """``--without gmm_predictors_in_c``: the 'without' calls' decoding steps read the
     predictors' outputs from torch (no trace detail), the others compute them in C; the
     switch is back on after the run."""
-    from localnmt.attention import dispatch
     from localnmt.attention.fast import gmm_mixture
     from localnmt.attention.fast.native import gmm_step
 
-    with dispatch.trace() as traced:
-        hf_attention.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "8",
-                           "--new-tokens", "3", "--repeats", "1", "--families", "gmm",
-                           "--without", "gmm_predictors_in_c"])  # fmt: skip
-    line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith("gmm "))
-    assert re.match(r"gmm\s+[\d.]+\s+[\d.]+\s+without: [\d.]+ [\d.]+$", line), line
+    traced = _tiny_gmm_run_without("gmm_predictors_in_c", capsys)
     assert gmm_mixture.PREDICTORS_IN_C
     details = {tuple(c.detail) for c in traced.calls if c.kernel == "gmm_c_attention"}
     assert details == ({("predictors in C",), ()} if gmm_step.ENABLED else set())

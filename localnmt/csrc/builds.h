@@ -84,6 +84,20 @@ static PyObject *source_digest(PyObject *self, PyObject *noargs) {
  * Bound to another runtime than torch's (a torch wheel whose libgomp has another soname, or
  * Intel's), or built without OpenMP, the kernels run each call on its calling thread and the
  * wrappers split the sentences among a pool of their own (attention/fast/native/__init__.py). */
+/* DEFINE_PER_BUILD(DEFINE, NAME): DEFINE(NAME_<build>, exp, target attribute) for each build
+ * (the exps of vec_math.h); BUILD_TABLE(NAME, SUFFIX): the functions NAME_<build>SUFFIX in
+ * build order (fastest first), for a table indexed by build_current. */
+#ifdef HAVE_X86_BUILDS
+#define DEFINE_PER_BUILD(DEFINE, NAME)                                                          \
+    DEFINE(NAME##_baseline, exp_sse2, )                                                         \
+    DEFINE(NAME##_avx2, exp_floor, TARGET_AVX2)                                                 \
+    DEFINE(NAME##_avx512, exp_floor, TARGET_AVX512)
+#define BUILD_TABLE(NAME, SUFFIX) {NAME##_avx512##SUFFIX, NAME##_avx2##SUFFIX, NAME##_baseline##SUFFIX}
+#else
+#define DEFINE_PER_BUILD(DEFINE, NAME) DEFINE(NAME##_baseline, exp_floor, )
+#define BUILD_TABLE(NAME, SUFFIX) {NAME##_baseline##SUFFIX}
+#endif
+
 #ifdef _OPENMP
 #include <dlfcn.h>
 #include <omp.h>
@@ -97,6 +111,12 @@ static inline int team_most(void) { return omp_get_max_threads(); }
 static inline int team_rank(void) { return 0; }
 static inline int team_size(void) { return 1; }
 static inline int team_most(void) { return 1; }
+#endif
+
+#ifdef _OPENMP
+#define TEAM_ATOMIC_WRITE TEAM_PRAGMA(omp atomic write)
+#else
+#define TEAM_ATOMIC_WRITE
 #endif
 
 /* Whether the calls split among the OpenMP team: set from Python (use_team) once it knows the
@@ -117,6 +137,26 @@ static inline void team_share(Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t *lo, Py_s
     *lo = b0 + n * rank / size;
     *hi = b0 + n * (rank + 1) / size;
 }
+
+/* The end of a call over sentences B0 ... B1-1 split among the team: each thread runs SHARE, an
+ * expression of its share [lo, hi) that gives 1, or 0 where its scratch could not be had, with
+ * the GIL released; the call then returns MemoryError where a share failed, else None. */
+#define RETURN_TEAM_SHARES(B0, B1, SHARE)                                                        \
+    do {                                                                                        \
+        int failed_ = 0;                                                                        \
+        Py_BEGIN_ALLOW_THREADS                                                                  \
+        TEAM_PARALLEL((B1) - (B0) > 1) {                                                        \
+            Py_ssize_t lo, hi;                                                                  \
+            team_share(B0, B1, &lo, &hi);                                                       \
+            if (lo < hi && !(SHARE)) {                                                          \
+                TEAM_ATOMIC_WRITE                                                               \
+                failed_ = 1;                                                                    \
+            }                                                                                   \
+        }                                                                                       \
+        Py_END_ALLOW_THREADS                                                                    \
+        if (failed_) return PyErr_NoMemory();                                                   \
+        Py_RETURN_NONE;                                                                         \
+    } while (0)
 
 /* team_library(): the path of the OpenMP runtime the calls split their sentences with, or None
  * (built without OpenMP). The wrappers use it only where it is the one torch runs on. */

@@ -163,42 +163,16 @@ typedef void (*HeadForwardFn)(const BankHead *, float *, float *, Py_ssize_t, Py
 typedef void (*HeadBackwardFn)(const BankHead *, const float *, const float *, float *, float *,
                                float *, Py_ssize_t, Py_ssize_t);
 
-#ifdef HAVE_X86_BUILDS
-DEFINE_BANK_HEAD(head_baseline, exp_sse2, )
-DEFINE_BANK_HEAD(head_avx2, exp_floor, TARGET_AVX2)
-DEFINE_BANK_HEAD(head_avx512, exp_floor, TARGET_AVX512)
-static const HeadForwardFn head_forwards[N_BUILDS] = {head_avx512_forward, head_avx2_forward,
-                                                      head_baseline_forward};
-static const HeadBackwardFn head_backwards[N_BUILDS] = {
-    head_avx512_backward, head_avx2_backward, head_baseline_backward};
-DEFINE_PARAMS(params_baseline, exp_sse2, )
-DEFINE_PARAMS(params_avx2, exp_floor, TARGET_AVX2)
-DEFINE_PARAMS(params_avx512, exp_floor, TARGET_AVX512)
-static const ParamsForwardFn params_forwards[N_BUILDS] = {
-    params_avx512_forward, params_avx2_forward, params_baseline_forward};
-static const ParamsBackwardFn params_backwards[N_BUILDS] = {
-    params_avx512_backward, params_avx2_backward, params_baseline_backward};
-DEFINE_MIXTURE(mixture_baseline, exp_sse2, )
-DEFINE_MIXTURE(mixture_avx2, exp_floor, TARGET_AVX2)
-DEFINE_MIXTURE(mixture_avx512, exp_floor, TARGET_AVX512)
-DEFINE_BUILD(_baseline, exp_sse2, )
-DEFINE_BUILD(_avx2, exp_floor, TARGET_AVX2)
-DEFINE_BUILD(_avx512, exp_floor, TARGET_AVX512)
-static const ForwardFn forwards[N_BUILDS] = {forward_avx512, forward_avx2, forward_baseline};
-static const BackwardFn backwards[N_BUILDS] = {backward_avx512, backward_avx2,
-                                               backward_baseline};
-#else
-DEFINE_BANK_HEAD(head_baseline, exp_floor, )
-static const HeadForwardFn head_forwards[N_BUILDS] = {head_baseline_forward};
-static const HeadBackwardFn head_backwards[N_BUILDS] = {head_baseline_backward};
-DEFINE_PARAMS(params_baseline, exp_floor, )
-static const ParamsForwardFn params_forwards[N_BUILDS] = {params_baseline_forward};
-static const ParamsBackwardFn params_backwards[N_BUILDS] = {params_baseline_backward};
-DEFINE_MIXTURE(mixture_baseline, exp_floor, )
-DEFINE_BUILD(_baseline, exp_floor, )
-static const ForwardFn forwards[N_BUILDS] = {forward_baseline};
-static const BackwardFn backwards[N_BUILDS] = {backward_baseline};
-#endif
+DEFINE_PER_BUILD(DEFINE_BANK_HEAD, head)
+static const HeadForwardFn head_forwards[N_BUILDS] = BUILD_TABLE(head, _forward);
+static const HeadBackwardFn head_backwards[N_BUILDS] = BUILD_TABLE(head, _backward);
+DEFINE_PER_BUILD(DEFINE_PARAMS, params)
+static const ParamsForwardFn params_forwards[N_BUILDS] = BUILD_TABLE(params, _forward);
+static const ParamsBackwardFn params_backwards[N_BUILDS] = BUILD_TABLE(params, _backward);
+DEFINE_PER_BUILD(DEFINE_MIXTURE, mixture)
+DEFINE_PER_BUILD(DEFINE_BUILD, )
+static const ForwardFn forwards[N_BUILDS] = BUILD_TABLE(forward, );
+static const BackwardFn backwards[N_BUILDS] = BUILD_TABLE(backward, );
 
 /* Forward (backward = 0) or backward of sentences b0 ... b1-1, with the GIL released. */
 static PyObject *run_mixture(PyObject *args, int backward) {

@@ -126,44 +126,17 @@ typedef struct {
 typedef void (*ParamsFn)(const float *, Py_ssize_t, const float *, Py_ssize_t, int,
                          const Layout *, float *, float *, float *, float *);
 
-#ifdef HAVE_X86_BUILDS
-DEFINE_MIXTURE(mixture_baseline, exp_sse2, )
-DEFINE_MIXTURE(mixture_avx2, exp_floor, TARGET_AVX2)
-DEFINE_MIXTURE(mixture_avx512, exp_floor, TARGET_AVX512)
-DEFINE_PARAMS(params_baseline, exp_sse2, )
-DEFINE_PARAMS(params_avx2, exp_floor, TARGET_AVX2)
-DEFINE_PARAMS(params_avx512, exp_floor, TARGET_AVX512)
-DEFINE_ATTEND(attend_baseline, exp_sse2, )
-DEFINE_ATTEND(attend_avx2, exp_floor, TARGET_AVX2)
-DEFINE_ATTEND(attend_avx512, exp_floor, TARGET_AVX512)
-DEFINE_PREDICT(predict_baseline, exp_sse2, )
-DEFINE_PREDICT(predict_avx2, exp_floor, TARGET_AVX2)
-DEFINE_PREDICT(predict_avx512, exp_floor, TARGET_AVX512)
-DEFINE_FIXED(fixed_baseline, exp_sse2, )
-DEFINE_FIXED(fixed_avx2, exp_floor, TARGET_AVX2)
-DEFINE_FIXED(fixed_avx512, exp_floor, TARGET_AVX512)
-static const FixedWeightsFn fixed_weights[N_BUILDS] = {fixed_avx512_weights, fixed_avx2_weights,
-                                                       fixed_baseline_weights};
-static const FixedSumFn fixed_sums[N_BUILDS] = {fixed_avx512_sum, fixed_avx2_sum,
-                                                fixed_baseline_sum};
-static const AttendFn attends[N_BUILDS] = {attend_avx512, attend_avx2, attend_baseline};
-static const PredictFn predicts[N_BUILDS] = {predict_avx512, predict_avx2, predict_baseline};
-static const MixtureFn mixtures[N_BUILDS] = {mixture_avx512, mixture_avx2, mixture_baseline};
-static const ParamsFn params[N_BUILDS] = {params_avx512_forward, params_avx2_forward,
-                                          params_baseline_forward};
-#else
-DEFINE_MIXTURE(mixture_baseline, exp_floor, )
-DEFINE_PARAMS(params_baseline, exp_floor, )
-DEFINE_ATTEND(attend_baseline, exp_floor, )
-DEFINE_PREDICT(predict_baseline, exp_floor, )
-DEFINE_FIXED(fixed_baseline, exp_floor, )
-static const FixedWeightsFn fixed_weights[N_BUILDS] = {fixed_baseline_weights};
-static const FixedSumFn fixed_sums[N_BUILDS] = {fixed_baseline_sum};
-static const AttendFn attends[N_BUILDS] = {attend_baseline};
-static const PredictFn predicts[N_BUILDS] = {predict_baseline};
-static const MixtureFn mixtures[N_BUILDS] = {mixture_baseline};
-static const ParamsFn params[N_BUILDS] = {params_baseline_forward};
-#endif
+DEFINE_PER_BUILD(DEFINE_MIXTURE, mixture)
+DEFINE_PER_BUILD(DEFINE_PARAMS, params)
+DEFINE_PER_BUILD(DEFINE_ATTEND, attend)
+DEFINE_PER_BUILD(DEFINE_PREDICT, predict)
+DEFINE_PER_BUILD(DEFINE_FIXED, fixed)
+static const FixedWeightsFn fixed_weights[N_BUILDS] = BUILD_TABLE(fixed, _weights);
+static const FixedSumFn fixed_sums[N_BUILDS] = BUILD_TABLE(fixed, _sum);
+static const AttendFn attends[N_BUILDS] = BUILD_TABLE(attend, );
+static const PredictFn predicts[N_BUILDS] = BUILD_TABLE(predict, );
+static const MixtureFn mixtures[N_BUILDS] = BUILD_TABLE(mixture, );
+static const ParamsFn params[N_BUILDS] = BUILD_TABLE(params, _forward);
 
 static PyObject *mixture_post(PyObject *self, PyObject *args) {
     unsigned long long out_p, raw_p, probs_p, pos_p, length_p, real_p; /* "K": addresses */
@@ -219,6 +192,15 @@ static PyObject *mixture_post(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The indices of the real keys of one sentence (real: tk bytes, or NULL: all real) into keys;
+ * how many. */
+static Py_ssize_t real_keys(const uint8_t *real, Py_ssize_t tk, Py_ssize_t *keys) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t j = 0; j < tk; j++)
+        if (!real || real[j]) keys[n++] = j;
+    return n;
+}
+
 /* Sentences lo … hi-1 of attention_step on this thread; 0 where its scratch could not be had. */
 static int attend_sentences(const View *Q, const View *K, const View *V, const View *O,
                             const float *raw, const float *pos, const float *length,
@@ -243,10 +225,7 @@ static int attend_sentences(const View *Q, const View *K, const View *V, const V
     float gate[PARAMS_ROWS];
     for (Py_ssize_t b = lo; b < hi; b++) {
         const float *pos_b = pos + b * tk;
-        const uint8_t *real_b = real ? real + b * tk : NULL;
-        Py_ssize_t n = 0;
-        for (Py_ssize_t j = 0; j < tk; j++)
-            if (!real_b || real_b[j]) keys[n++] = j;
+        Py_ssize_t n = real_keys(real ? real + b * tk : NULL, tk, keys);
         Py_ssize_t kb = b / key_group;
         const float *raw_b = own_raw;
         if (own_raw == NULL) {
@@ -322,22 +301,8 @@ static PyObject *attention_step(PyObject *self, PyObject *args) {
     const float *raw = (const float *)raw_p, *pos = (const float *)pos_p;
     const float *length = (const float *)length_p;
     const uint8_t *real = (const uint8_t *)real_p;
-    int failed = 0;
-    Py_BEGIN_ALLOW_THREADS
-    TEAM_PARALLEL(b1 - b0 > 1) {
-        Py_ssize_t lo, hi;
-        team_share(b0, b1, &lo, &hi);
-        if (lo < hi && !attend_sentences(&Q, &K, &V, &O, raw, pos, length, real, heads, tk, d,
-                                         key_group, raw_stride, &L, &P, lo, hi)) {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-            failed = 1;
-        }
-    }
-    Py_END_ALLOW_THREADS
-    if (failed) return PyErr_NoMemory();
-    Py_RETURN_NONE;
+    RETURN_TEAM_SHARES(b0, b1, attend_sentences(&Q, &K, &V, &O, raw, pos, length, real, heads,
+                                                tk, d, key_group, raw_stride, &L, &P, lo, hi));
 }
 
 /* Sentences lo … hi-1 of fixed_gaussian_step on this thread; 0 where its scratch could not be
@@ -358,10 +323,7 @@ static int fixed_sentences(const View *V, const View *O, const float *kpos, cons
     }
     float *e = p + tk;
     for (Py_ssize_t b = lo; b < hi; b++) {
-        const uint8_t *real_b = real ? real + b * tk : NULL;
-        Py_ssize_t n = 0;
-        for (Py_ssize_t j = 0; j < tk; j++)
-            if (!real_b || real_b[j]) keys[n++] = j;
+        Py_ssize_t n = real_keys(real ? real + b * tk : NULL, tk, keys);
         Py_ssize_t used = n;
         if (n == 0) { /* no real key: every key at the same (masked) logit, as in torch */
             used = tk;
@@ -415,22 +377,8 @@ static PyObject *fixed_gaussian_step(PyObject *self, PyObject *args) {
     const float *kpos = (const float *)kpos_p, *qpos = (const float *)qpos_p;
     const float *length = (const float *)length_p;
     const uint8_t *real = (const uint8_t *)real_p;
-    int failed = 0;
-    Py_BEGIN_ALLOW_THREADS
-    TEAM_PARALLEL(b1 - b0 > 1) {
-        Py_ssize_t lo, hi;
-        team_share(b0, b1, &lo, &hi);
-        if (lo < hi && !fixed_sentences(&V, &O, kpos, qpos, length, real, heads, tq, tk, d,
-                                        key_group, ratio, factor, lo, hi)) {
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-            failed = 1;
-        }
-    }
-    Py_END_ALLOW_THREADS
-    if (failed) return PyErr_NoMemory();
-    Py_RETURN_NONE;
+    RETURN_TEAM_SHARES(b0, b1, fixed_sentences(&V, &O, kpos, qpos, length, real, heads, tq, tk,
+                                               d, key_group, ratio, factor, lo, hi));
 }
 
 /* one_term(out, pos, tk, c, mu, sigma): exp(max(c - z^2/2, -87)) over tk keys, the eq. 6 loop

@@ -344,7 +344,7 @@ class GaussianMixture(AttentionModifier):
 
     def affine_post(self, ctx: AttentionContext) -> AffinePost | None:
         """Eq. 13 as ``(1 − g)·α + g·β``: α @ V then comes from a fused kernel. Not in
-        incremental decoding, whose step has its own kernel (``gmm_c_step``): there a fused
+        incremental decoding, whose step has its own kernels (:meth:`fused_output`): there a fused
         kernel plus ``(g·β) @ V`` did not beat forming α and γ (docs/huggingface.md)."""
         if ctx.incremental or ctx.recording:
             return None

@@ -89,6 +89,16 @@ def has_memory(t: Tensor) -> bool:
     return True
 
 
+def cpu_float32(*tensors: Tensor | None) -> bool:
+    """Whether every given tensor (None skipped) is float32 on the CPU, plain, with memory
+    (:func:`has_memory`): what the C kernels read by address."""
+    return all(
+        t.device.type == "cpu" and t.dtype == torch.float32 and has_memory(t)
+        for t in tensors
+        if t is not None
+    )
+
+
 def view_of(t: Tensor) -> tuple[int, int, int, int]:
     """``(address, stride of b, of h, of t)`` of a ``(B, H, T, d)`` tensor whose last
     dimension is contiguous: a ``View`` of ``csrc/views.h``."""

@@ -25,7 +25,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, load, run_by_sentences, use_torchs_threads
+from localnmt.attention.fast.native import (
+    cpu_float32,
+    has_memory,
+    load,
+    run_by_sentences,
+    use_torchs_threads,
+)
 from localnmt.attention.head_area import area_view
 
 # None without a C compiler at install time, or when built from other sources
@@ -47,9 +53,7 @@ def takes(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> bool:
         and dropout_p == 0.0
         and k.shape == q.shape
         and v.shape == q.shape
-        and all(
-            t.device.type == "cpu" and t.dtype == torch.float32 and has_memory(t) for t in (q, k, v)
-        )
+        and cpu_float32(q, k, v)
     )
 
 

@@ -11,10 +11,9 @@ multiply-adds. Float32 CPU tensors with storage; :func:`takes` says whether a ca
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, run_by_sentences
+from localnmt.attention.fast.native import cpu_float32, run_by_sentences
 from localnmt.attention.fast.native.c_gmm_mixture import TEAM, _gmm_mixture
 
 #: Switch for tests and benchmarks (False: torch's GEMMs and sigmoid).
@@ -23,9 +22,7 @@ ENABLED = _gmm_mixture is not None and hasattr(_gmm_mixture, "head_forward")
 
 def takes(*tensors: Tensor) -> bool:
     """Built, and every tensor float32 on the CPU with storage."""
-    return ENABLED and all(
-        t.device.type == "cpu" and t.dtype == torch.float32 and has_memory(t) for t in tensors
-    )
+    return ENABLED and cpu_float32(*tensors)
 
 
 def head_forward(pre: Tensor, out_weight: Tensor, bias: Tensor, block: Tensor) -> Tensor:

@@ -35,7 +35,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.attention.fast.native import has_memory, load, run_by_sentences, use_torchs_threads
+from localnmt.attention.fast.native import (
+    cpu_float32,
+    has_memory,
+    load,
+    run_by_sentences,
+    use_torchs_threads,
+)
 from localnmt.attention.mixture import MixtureParams, PredictorLayout, mixture_attention
 
 # None without a C compiler at install time, or when built from other sources
@@ -50,12 +56,10 @@ TEAM = use_torchs_threads(_gmm_mixture)
 
 def takes(floats: tuple[Tensor | None, ...], real: Tensor | None) -> bool:
     """Built; every given tensor on the CPU with storage, float32 (``real``: bool)."""
-    tensors = [(t, torch.float32) for t in floats if t is not None]
-    if real is not None:
-        tensors.append((real, torch.bool))
-    return ENABLED and all(
-        t.device.type == "cpu" and t.dtype == dtype and has_memory(t) for t, dtype in tensors
-    )
+    if real is not None and (real.device.type != "cpu" or real.dtype != torch.bool
+                             or not has_memory(real)):  # fmt: skip
+        return False
+    return ENABLED and cpu_float32(*floats)
 
 
 def gated_mixture(log_scale: Tensor, mu: Tensor, sigma: Tensor, positions: Tensor,

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.fast.native import (
+    cpu_float32,
     has_memory,
     load,
     run_by_sentences,
@@ -42,9 +43,7 @@ TEAM = use_torchs_threads(_relative)
 def takes(*tensors: Tensor) -> bool:
     """Whether the C kernel takes these tensors: built, float32 on the CPU, plain tensors with
     memory (not ``torch.func``'s wrapped tensors or a tracing subclass)."""
-    return ENABLED and all(
-        t.device.type == "cpu" and t.dtype == torch.float32 and has_memory(t) for t in tensors
-    )
+    return ENABLED and cpu_float32(*tensors)
 
 
 def c_relative_attention(q: Tensor, k: Tensor, v: Tensor, key_table: Tensor,

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.fast.native import (
+    cpu_float32,
     has_memory,
     load,
     run_by_sentences,
@@ -47,6 +48,11 @@ MAX_K = 64
 TEAM = use_torchs_threads(_gmm_step)
 
 
+def _readable(mask: Tensor | None) -> bool:
+    """A padding mask the C code can read by address (None: no mask)."""
+    return mask is None or (mask.device.type == "cpu" and has_memory(mask))
+
+
 def mixture_post(layout: PredictorLayout, outputs: Tensor, probs: Tensor, positions: Tensor,
                  length: Tensor, real: Tensor | None) -> Tensor | None:  # fmt: skip
     """γ of eq. 13 ``(B, H, 1, Tk)`` from the raw predictor ``outputs`` ``(B, H, 1, C)`` and
@@ -56,11 +62,8 @@ def mixture_post(layout: PredictorLayout, outputs: Tensor, probs: Tensor, positi
         return None
     if torch.is_grad_enabled() and (outputs.requires_grad or probs.requires_grad):
         return None
-    tensors = (outputs, probs, positions, length)
-    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
-        return None
-    if not all(map(has_memory, (*tensors, *(() if real is None else (real,))))):
-        return None  # torch.func transforms, tracing subclasses
+    if not cpu_float32(outputs, probs, positions, length) or not _readable(real):
+        return None  # another device or dtype, torch.func transforms, tracing subclasses
     batch, heads, tq, tk = probs.shape
     if tq != 1 or length.numel() != batch or positions.shape != (batch, tk):
         return None
@@ -99,10 +102,8 @@ def attention_step(layout: PredictorLayout, q: Tensor, k: Tensor, v: Tensor, key
     tensors = (q, k, v, positions, length, *given, *weights)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return None
-    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
-        return None
-    if not all(map(has_memory, (*tensors, *(() if real is None else (real,))))):
-        return None  # torch.func transforms, tracing subclasses
+    if not cpu_float32(*tensors) or not _readable(real):
+        return None  # another device or dtype, torch.func transforms, tracing subclasses
     batch, heads, tq, dim = q.shape
     tk = k.size(2)
     if tq != 1 or k.shape != v.shape or k.shape != (batch // key_group, heads, tk, dim):
@@ -150,10 +151,8 @@ def fixed_gaussian_step(v: Tensor, key_group: int, key_positions: Tensor, query_
     tensors = (v, key_positions, query_positions, key_lengths)
     if torch.is_grad_enabled() and v.requires_grad:
         return None
-    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
-        return None
-    if not all(map(has_memory, (*tensors, *(() if padding is None else (padding,))))):
-        return None  # torch.func transforms, tracing subclasses
+    if not cpu_float32(*tensors) or not _readable(padding):
+        return None  # another device or dtype, torch.func transforms, tracing subclasses
     rows, heads, tk, dim = v.shape
     batch, tq = query_positions.shape
     if batch != rows * key_group or key_positions.shape != (batch, tk):

@@ -200,6 +200,11 @@ def kernel_removed(name: str) -> Iterator[None]:
         registry.arrange(order)
 
 
+def forced_name() -> str | None:
+    """The kernel (or reference path) forced now, or None: the automatic choice."""
+    return _forced
+
+
 def is_forced(name: str) -> bool:
     """Whether kernel ``name`` is the one forced now (kernels relax their speed rules then)."""
     return _forced == name

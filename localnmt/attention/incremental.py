@@ -139,7 +139,9 @@ def reorder_buffer(
     if grouped:
         _reorder_shared_source(entries, new_order)
     for name, value in list(entries.items()):
-        if value is None or (grouped and name in ("prev_key", "prev_value", GROUP_KEY)):
+        if not isinstance(value, Tensor):  # None, or a step plan (it checks its source itself)
+            continue
+        if grouped and name in ("prev_key", "prev_value", GROUP_KEY):
             continue
         if (
             (name in STATIC_SOURCE_KEYS or name.endswith(SOURCE_SUFFIX))

@@ -39,6 +39,7 @@ from localnmt.errors import UsageError
 
 if TYPE_CHECKING:
     from localnmt.attention.problem import AttentionProblem
+    from localnmt.attention.step_plan import StepPlan
 
 STAGES = ("transform", "bias", "restrict", "post", "value_term", "output_term")
 #: Suffix of the incremental-state entries that depend on the source sentence only.
@@ -160,6 +161,13 @@ class AttentionModifier(nn.Module):
         ``post`` is the call's one stage after the softmax, on every head, and nothing needs
         the probabilities. Must give what the dense path with ``post`` gives; None (the
         default): the pipeline forms the probabilities."""
+        return None
+
+    def step_plan(self, ctx: AttentionContext, problem: AttentionProblem) -> StepPlan | None:
+        """After :meth:`fused_output` gave a decoding step's output: the same step with the
+        queries and query positions left open (:mod:`localnmt.attention.step_plan`), which
+        the pipeline runs at the next steps of the decoding run that it fits. Must give what
+        :meth:`fused_output` gives on those queries; None (the default): no plan."""
         return None
 
     def value_term(self, ctx: AttentionContext, probs: Tensor) -> Tensor | None:

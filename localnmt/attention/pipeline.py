@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from localnmt.attention import shared_source
+from localnmt.attention import shared_source, step_plan
 from localnmt.attention.affine_post import affine_post, attend_affine, fused_output
 from localnmt.attention.context import AttentionContext, AttentionSite
 from localnmt.attention.incremental import DecodingBuffer, IncrementalState, reorder_buffer
@@ -230,6 +230,11 @@ class LocalAttention(MultiheadParameters):
         row's decoder step in cross-attention. Returns ``(out (B, H, Tq, d), probabilities
         (B, H, Tq, Tk) or None)``; the probabilities only with ``need_weights``."""
         with one_thread_if_small(problem_size(q, k, self.num_heads), q.device):
+            if state is not None and self._plans_steps(need_weights, attn_mask):
+                out = step_plan.run_kept(state, q, k, v, key_padding_mask, query_offset,
+                                         key_group)  # fmt: skip
+                if out is not None:
+                    return out, None
             ctx, problem = self._problem(
                 query_input, q, k, v, key_padding_mask, attn_mask, state, query_offset,
                 key_group, fold=True,
@@ -326,6 +331,8 @@ class LocalAttention(MultiheadParameters):
                 return attend_affine(problem, affine), None
             fused = fused_output(ctx, problem, post_mods)
             if fused is not None:
+                if ctx.state is not None and self._plans_steps(need_weights, None):
+                    step_plan.keep(ctx.state, post_mods[0].step_plan(ctx, problem))
                 return fused, None
         note_reference(problem, self._why_dense(need_weights, post_mods, value_mods))
         post = (lambda p: self._post(ctx, p, post_mods)) if post_mods else None
@@ -340,6 +347,20 @@ class LocalAttention(MultiheadParameters):
         if ctx.record is not None:
             ctx.record.keep_dense(logits, probs)
         return out, probs
+
+    def _plans_steps(self, need_weights: bool, attn_mask: Tensor | None) -> bool:
+        """Whether this call may keep or run a decoding-step plan
+        (:mod:`localnmt.attention.step_plan`): cross-attention with one method and none of
+        what a plan leaves out (weights, a record, dropout, an attention mask, fairseq's
+        extra keys)."""
+        return (
+            self.encoder_decoder_attention
+            and len(self.modifiers) == 1
+            and not (need_weights or self.recording or self._dropout_p() > 0.0)
+            and attn_mask is None
+            and self.bias_k is None
+            and not self.add_zero_attn
+        )
 
     def _why_dense(
         self,

@@ -210,3 +210,34 @@ def test_key_padding_is_read_once_per_mask_and_again_after_a_write() -> None:
         assert key_padding(frozen).tolist() == [[True, False, False, False], [False] * 4]
         frozen[0, 0] = 1
         assert key_padding(frozen) is None
+
+
+@pytest.mark.parametrize("cross", ["hardcoded_gaussian", "gmm[k=2]"])
+def test_planned_decoding_steps_change_nothing(cross: str, monkeypatch) -> None:
+    """Cross-attention steps run from a kept plan (localnmt/attention/step_plan.py) after
+    the first step of greedy search: the sequences and scores of the whole pipeline, and of
+    generating without the cache."""
+    from localnmt.attention import step_plan
+
+    model = local_model(specs={"cross": cross})
+    ran = []
+    real = step_plan.run_kept
+
+    def counted(*args):
+        out = real(*args)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(step_plan, "run_kept", counted)
+    ids, mask = source_batch()
+    runs = {}
+    for plans in (True, False):
+        monkeypatch.setattr(step_plan, "ENABLED", plans)
+        runs[plans] = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6,
+                                     min_new_tokens=6, do_sample=False, output_scores=True,
+                                     return_dict_in_generate=True)  # fmt: skip
+        if plans:
+            assert sum(ran) == 5 * model.config.decoder_layers  # every step after the first
+    assert torch.equal(runs[True].sequences, runs[False].sequences)
+    assert all(torch.equal(a, b) for a, b in zip(runs[True].scores, runs[False].scores))
+    assert_cache_changes_nothing(model, beams=1)

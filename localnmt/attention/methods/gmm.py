@@ -36,7 +36,7 @@ Ablations: ``share`` (Table 3) makes all components share the mean / variance / 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -67,6 +67,7 @@ from localnmt.attention.modifier import (
 )
 from localnmt.attention.problem import AttentionProblem
 from localnmt.attention.record import tensor_field
+from localnmt.attention.step_plan import StepPlan
 
 #: Upper clamp of the arguments of exp() in the synthesis network (e^8 ≈ 2981), so that the
 #: unnormalised mixture stays finite in fp16.
@@ -359,16 +360,40 @@ class GaussianMixture(AttentionModifier):
         if not ctx.incremental or ctx.recording:
             return None
         sources = self.source(ctx)  # first: a new source batch forgets the reused weights
-        shape = (*ctx.q.shape[:3], problem.k.size(2))
-        weights = self._step_weights(ctx)
+        return gmm_step_output(self._step_problem(ctx, problem, sources, self._step_weights(ctx)))
+
+    def step_plan(self, ctx: AttentionContext, problem: AttentionProblem) -> StepPlan | None:
+        """The step of :meth:`fused_output` with the queries left open, for variant
+        ``approx`` (its step reads nothing else that changes: the source's positions,
+        lengths and padding are the plan's, the predictors' folded weights the decoding
+        run's)."""
+        if not ctx.incremental or ctx.recording or self.options.variant != "approx":
+            return None
+        sources, weights = self.source(ctx), self._step_weights(ctx)
+
+        def run(q: Tensor, query_positions: Tensor) -> Tensor:
+            step = replace(problem, q=q)
+            return gmm_step_output(self._step_problem(ctx, step, sources, weights))
+
+        return StepPlan.of(problem, run)
+
+    def _step_problem(self, ctx: AttentionContext, problem: AttentionProblem, sources: Sources,
+                      weights: StepWeights | None) -> MixtureStepProblem:  # fmt: skip
+        """A decoding step on ``problem``'s queries: α from ``problem``, γ of eq. 13 from the
+        predictors on the same queries (in the C step where ``weights`` are given)."""
+        q = problem.q
+        shape = (*q.shape[:3], problem.k.size(2))
+
+        def raw_outputs() -> Tensor:
+            return self.predictors.outputs(q, math.sqrt(q.size(-1)), reuse=True)
+
         if weights is None:
-            outputs: Tensor | Deferred = self._raw_outputs(ctx)
+            outputs: Tensor | Deferred = raw_outputs()
         else:  # the C step computes them itself; built only if another kernel reads them
-            width = self.predictors.bank_shape.width(ctx.q.device)
-            outputs = Deferred(lambda: self._raw_outputs(ctx), (*ctx.q.shape[:3], width),
-                               torch.float32)  # fmt: skip
+            width = self.predictors.bank_shape.width(q.device)
+            outputs = Deferred(raw_outputs, (*q.shape[:3], width), torch.float32)
         mixture = self._mixture_problem(ctx, sources, outputs, shape, None)
-        return gmm_step_output(MixtureStepProblem(problem, mixture, weights))
+        return MixtureStepProblem(problem, mixture, weights)
 
     def _step_weights(self, ctx: AttentionContext) -> StepWeights | None:
         """The predictors' weights for the C decoding step (eq. 7-9 and 14 inside the call), on

@@ -16,7 +16,7 @@ No parameters; the projections q/k stay in the model but receive no gradient.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch import Tensor
 
@@ -30,6 +30,7 @@ from localnmt.attention.fixed_gaussian import (
 from localnmt.attention.modifier import AttentionModifier, SpecError, option, register_modifier
 from localnmt.attention.problem import AttentionProblem
 from localnmt.attention.record import tensor_field
+from localnmt.attention.step_plan import StepPlan
 
 
 @dataclass
@@ -74,10 +75,28 @@ class HardcodedGaussian(AttentionModifier):
         call where built; the torch ops of :meth:`post_affine` otherwise), no dot product."""
         if not ctx.incremental or ctx.recording:
             return None
-        return fixed_gaussian_output(FixedGaussianProblem(
+        return fixed_gaussian_output(self._step_problem(ctx, problem))
+
+    def step_plan(self, ctx: AttentionContext, problem: AttentionProblem) -> StepPlan | None:
+        """The step of :meth:`fused_output` with the query positions left open (nothing
+        else of it depends on the step)."""
+        if not ctx.incremental or ctx.recording:
+            return None
+        fixed = self._step_problem(ctx, problem)
+
+        def run(q: Tensor, query_positions: Tensor) -> Tensor:
+            return fixed_gaussian_output(replace(fixed, query_positions=query_positions))
+
+        return StepPlan.of(problem, run)
+
+    def _step_problem(
+        self, ctx: AttentionContext, problem: AttentionProblem
+    ) -> FixedGaussianProblem:
+        """``p_fixed @ V`` of this decoding step as the ``fixed gaussian`` kernels take it."""
+        return FixedGaussianProblem(
             problem.v, problem.key_group, ctx.key_positions, ctx.query_positions,
             ctx.key_lengths, ctx.key_padding_mask, self.options.ratio, self.options.std,
-        ))  # fmt: skip
+        )  # fmt: skip
 
     def _fixed(self, ctx: AttentionContext) -> Tensor:
         """``p_ij`` of the module docstring, float32 ``(B, 1, Tq, Tk)``."""

@@ -1,0 +1,225 @@
+"""Decoding-step plans (localnmt/attention/step_plan.py): a cross-attention layer's step kept
+and run again on the next steps' queries gives, step by step, bit for bit what the whole
+pipeline gives; it runs only where it fits, and what it leaves out sends the step back to the
+pipeline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers.attention import GMM_APPROX_SPECS, make_attention, padding_mask
+
+from localnmt.attention import dispatch, shared_source, step_plan
+from localnmt.attention.incremental import reorder_buffer
+from localnmt.attention.pipeline import LocalAttention
+
+E, H, B, TQ, TK = 16, 4, 3, 6, 9
+#: Every method that plans its steps, and GMM variants whose steps are not planned.
+PLANNED = ["hardcoded_gaussian", "hardcoded_gaussian[ratio=1.5,std=0.7]", *GMM_APPROX_SPECS]
+NOT_PLANNED = ["gmm[variant=norm]", "gmm[variant=synthesis]", "gmm[heads=1-2]"]
+
+
+class PlanRuns:
+    """Counts the steps a kept plan ran (``monkeypatch`` around :func:`step_plan.run_kept`)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.count = 0
+        real = step_plan.run_kept
+
+        def counted(*args, **kwargs):
+            out = real(*args, **kwargs)
+            self.count += out is not None
+            return out
+
+        monkeypatch.setattr(step_plan, "run_kept", counted)
+
+
+def decode(attn: LocalAttention, x, src, pad, plans: bool, monkeypatch, reorder=None,
+           **call) -> tuple[torch.Tensor, list[str]]:  # fmt: skip
+    """Step-by-step outputs ``(TQ, B, E)`` through fairseq's incremental interface, with
+    plans on or off, and the kernel of every traced call; ``reorder(step)`` gives beam
+    search's new order before that step (or None)."""
+    monkeypatch.setattr(step_plan, "ENABLED", plans)
+    state: dict = {}
+    outs = []
+    with torch.no_grad(), dispatch.trace() as seen:
+        for t in range(x.size(0)):
+            order = None if reorder is None else reorder(t)
+            if order is not None:
+                attn.reorder_incremental_state(state, order)
+            out, _ = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
+                          static_kv=True, need_weights=False, **call)  # fmt: skip
+            outs.append(out[0])
+    return torch.stack(outs), [c.kernel for c in seen.calls]
+
+
+def inputs(side: str | None, batch: int = B, seed: int = 1):
+    torch.manual_seed(seed)
+    x, src = torch.randn(TQ, batch, E), torch.randn(TK, batch, E) * 2
+    lengths = [TK, TK - 4, 2, TK - 1, 5, 1][:batch]
+    return x, src, None if side is None else padding_mask(lengths, TK, side)
+
+
+@pytest.mark.parametrize("side", ["left", "right", None])
+@pytest.mark.parametrize("spec", PLANNED)
+def test_planned_steps_are_the_pipelines_bit_for_bit(spec, side, monkeypatch):
+    attn = make_attention("cross", spec, embed_dim=E, heads=H)
+    x, src, pad = inputs(side)
+    runs = PlanRuns(monkeypatch)
+    planned, kernels = decode(attn, x, src, pad, True, monkeypatch)
+    assert runs.count == TQ - 1  # every step after the first
+    whole, whole_kernels = decode(attn, x, src, pad, False, monkeypatch)
+    assert runs.count == TQ - 1
+    torch.testing.assert_close(planned, whole, atol=0, rtol=0)
+    assert kernels == whole_kernels  # the trace sees the same registry calls
+
+
+@pytest.mark.parametrize("spec", NOT_PLANNED)
+def test_other_variants_and_head_selections_keep_the_pipeline(spec, monkeypatch):
+    attn = make_attention("cross", spec, embed_dim=E, heads=H)
+    x, src, pad = inputs("right")
+    runs = PlanRuns(monkeypatch)
+    decode(attn, x, src, pad, True, monkeypatch)
+    assert runs.count == 0
+
+
+@pytest.mark.parametrize("spec", ["hardcoded_gaussian", "gmm"])
+def test_beam_search_reorders_and_shrinks_around_the_plan(spec, monkeypatch):
+    """Beam search with a shared source (one key row per sentence): reordering hypotheses
+    within their sentences keeps the source, and the plan runs on; a finished sentence
+    leaving the batch changes it, and the pipeline runs (and plans again)."""
+    beam = 2
+    attn = make_attention("cross", spec, embed_dim=E, heads=H)
+    x, src, pad = inputs("left", batch=3)
+    src, pad = src.repeat_interleave(beam, dim=1), pad.repeat_interleave(beam, dim=0)
+    x = torch.randn(TQ, 3 * beam, E)
+    swap = torch.tensor([1, 0, 2, 3, 5, 4])
+
+    def reorder(step: int):
+        return swap if step in (2, 3) else None
+
+    runs = PlanRuns(monkeypatch)
+    planned, _ = decode(attn, x, src, pad, True, monkeypatch, reorder)
+    assert runs.count == TQ - 1
+    whole, _ = decode(attn, x, src, pad, False, monkeypatch, reorder)
+    monkeypatch.setattr(shared_source, "ENABLED", False)  # one key row per hypothesis
+    apart, _ = decode(attn, x, src, pad, False, monkeypatch, reorder)
+    torch.testing.assert_close(planned, whole, atol=0, rtol=0)
+    torch.testing.assert_close(planned, apart, atol=1e-6, rtol=1e-5)
+
+
+def test_a_batch_that_changes_runs_the_pipeline(monkeypatch):
+    """Hypotheses leave the batch (fairseq drops finished sentences): new rows, new keys."""
+    attn = make_attention("cross", "hardcoded_gaussian", embed_dim=E, heads=H)
+    x, src, pad = inputs("right", batch=3)
+    monkeypatch.setattr(shared_source, "ENABLED", False)
+    state: dict = {}
+    runs = PlanRuns(monkeypatch)
+    outs = []
+    with torch.no_grad():
+        for t in range(TQ):
+            if t == 3:  # sentence 1 finished: rows 0 and 2 go on
+                attn.reorder_incremental_state(state, torch.tensor([0, 2]))
+                x, pad = x[:, [0, 2]], pad[[0, 2]]
+            out, _ = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
+                          static_kv=True, need_weights=False)  # fmt: skip
+            outs.append(out[0])
+    assert runs.count == TQ - 2  # steps 1, 2, 4, 5: step 3 had other keys
+    monkeypatch.setattr(step_plan, "ENABLED", False)
+    state = {}
+    with torch.no_grad():
+        attn(x[:1], src[:, [0, 2]], src[:, [0, 2]], key_padding_mask=pad, incremental_state=state,
+             static_kv=True, need_weights=False)  # fmt: skip
+        for t in range(1, TQ):
+            out, _ = attn(x[t : t + 1], None, None, key_padding_mask=pad, incremental_state=state,
+                          static_kv=True, need_weights=False)  # fmt: skip
+            if t >= 3:
+                torch.testing.assert_close(outs[t], out[0], atol=0, rtol=0)
+
+
+def step_problem_inputs(spec: str = "hardcoded_gaussian"):
+    """A layer after one step (a plan kept), and the tensors of its next step."""
+    attn = make_attention("cross", spec, embed_dim=E, heads=H)
+    x, src, pad = inputs("right")
+    k = attn._split_heads(attn.k_proj(src), B).contiguous()
+    v = attn._split_heads(attn.v_proj(src), B).contiguous()
+    q = attn._split_heads(attn.q_proj(x[:1]) * attn.scaling, B)
+    state: dict = {}
+    with torch.no_grad():
+        attn.attend_heads(x[:1], q, k, v, key_padding_mask=pad, state=state)
+    assert step_plan.PLAN_KEY in state
+    return attn, x, q, k, v, pad, state
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["other keys", "values written to", "other padding", "no padding", "key group", "float64",
+     "weights", "recording", "dropout", "attention mask", "forced kernel", "switched off"],
+)  # fmt: skip
+def test_what_a_plan_leaves_out_runs_the_pipeline(change, monkeypatch):
+    attn, x, q, k, v, pad, state = step_problem_inputs()
+    runs = PlanRuns(monkeypatch)
+    call: dict = dict(key_padding_mask=pad, state=state, query_offset=torch.ones(B))
+    with torch.no_grad():
+        attn.attend_heads(x[:1], q, k, v, **call)
+        assert runs.count == 1  # the unchanged step runs the plan
+        if change == "other keys":
+            k = k.clone()
+        elif change == "values written to":
+            v.mul_(1.0)
+        elif change == "other padding":
+            call["key_padding_mask"] = pad.roll(1, dims=1)
+        elif change == "no padding":
+            call["key_padding_mask"] = None
+        elif change == "key group":
+            call["key_group"] = 3
+            k, v = k[:1], v[:1]
+        elif change == "float64":
+            attn.double()
+            q, k, v = q.double(), k.double(), v.double()
+        elif change == "weights":
+            call["need_weights"] = True
+        elif change == "recording":
+            attn.recording = True
+        elif change == "dropout":
+            attn.train()
+            attn.dropout_module.p = 0.1
+        elif change == "attention mask":
+            call["attn_mask"] = torch.zeros(1, TK)
+        elif change == "switched off":
+            monkeypatch.setattr(step_plan, "ENABLED", False)
+        with dispatch.forced_kernel("fixed_gaussian_torch" if change == "forced kernel" else None):
+            attn.attend_heads(x[:1], q, k, v, **call)
+    assert runs.count == 1
+
+
+def test_equal_padding_in_another_tensor_fits(monkeypatch):
+    """transformers hands each step a new mask: equal padding lets the plan run."""
+    attn, x, q, k, v, pad, state = step_problem_inputs()
+    runs = PlanRuns(monkeypatch)
+    with torch.no_grad():
+        attn.attend_heads(x[:1], q, k, v, key_padding_mask=pad.clone(), state=state,
+                          query_offset=torch.ones(B))  # fmt: skip
+    assert runs.count == 1
+
+
+def test_inference_tensors_keep_no_plan():
+    """Inference tensors have no version counter: a write to them could not be seen."""
+    attn = make_attention("cross", "hardcoded_gaussian", embed_dim=E, heads=H)
+    x, src, pad = inputs("right")
+    state: dict = {}
+    with torch.inference_mode():
+        for t in range(2):
+            attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
+                 static_kv=True, need_weights=False)  # fmt: skip
+    buffers = [entries for entries in state.values() if isinstance(entries, dict)]
+    assert buffers and all(step_plan.PLAN_KEY not in entries for entries in buffers)
+
+
+def test_reordering_passes_over_the_plan():
+    """Beam search's reorder moves tensors by hypothesis and leaves the plan where it is (it
+    checks its own source at each step)."""
+    attn, x, q, k, v, pad, state = step_problem_inputs()
+    plan = state[step_plan.PLAN_KEY]
+    reorder_buffer(state, torch.tensor([2, 1, 0]), cross_attention=True, shares_source=False)
+    assert state[step_plan.PLAN_KEY] is plan

@@ -49,7 +49,7 @@ def remember_call(module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> Non
     the layer input) and its decoding cache for the attention function."""
     hidden = args[0] if args else kwargs.get("hidden_states")
     cache = next((kwargs[n] for n in _CACHE_KWARGS if kwargs.get(n) is not None), None)
-    module._localnmt_call = (hidden, cache)
+    module.__dict__["_localnmt_call"] = (hidden, cache)  # a plain attribute: no Module checks
 
 
 def localnmt_attention(
@@ -64,29 +64,56 @@ def localnmt_attention(
 ) -> tuple[Tensor, Tensor | None]:
     """transformers' attention-function interface: ``query`` ``(B, H, Tq, d)``, ``key`` and
     ``value`` ``(B, H, Tk, d)``; returns ``(out (B, Tq, H, d), weights or None)``."""
-    attention: LocalAttention | None = getattr(module, "localnmt", None)
+    attention: LocalAttention | None = module._modules.get("localnmt")
     if attention is None:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        return sdpa_attention_forward(module, query, key, value, attention_mask,
-                                      scaling=scaling, dropout=dropout, **kwargs)  # fmt: skip
+        return _sdpa()(module, query, key, value, attention_mask, scaling=scaling,
+                       dropout=dropout, **kwargs)  # fmt: skip
     if kwargs.get("head_mask") is not None:
         raise ValueError("localnmt attention does not take head_mask")
-    hidden, cache = getattr(module, "_localnmt_call", (None, None))
-    module._localnmt_call = (None, None)  # do not keep the activation past this call
-    cross = attention.site.kind == "cross"
+    calls = module.__dict__
+    hidden, cache = calls.get("_localnmt_call", (None, None))
+    calls["_localnmt_call"] = (None, None)  # do not keep the activation past this call
     state = query_offset = None
-    if cross and cache is not None:
+    if cache is not None and attention.site.kind == "cross":
         state = decoding_state(cache, attention)
         past = _decoder_length(cache, getattr(module, "layer_idx", 0)) - query.size(2)
-        query_offset = torch.full((query.size(0),), float(past), device=query.device)
+        query_offset = _query_offset(cache, past, query)
+    if state is None:
+        padding = key_padding(attention_mask)
+    else:
+        padding = _source_padding(state, attention_mask)
     need_weights = bool(kwargs.get("output_attentions"))
     out, weights = local_attention(
-        attention, query, key, value, query_input=hidden,
-        key_padding_mask=key_padding(attention_mask), attn_mask=kwargs.get("position_bias"),
-        scaling=scaling, state=state, query_offset=query_offset, need_weights=need_weights,
+        attention, query, key, value, query_input=hidden, key_padding_mask=padding,
+        attn_mask=kwargs.get("position_bias"), scaling=scaling, state=state,
+        query_offset=query_offset, need_weights=need_weights,
     )  # fmt: skip
     return out.transpose(1, 2), weights
+
+
+def _sdpa():
+    """transformers' own SDPA attention function (imported on first use)."""
+    global _sdpa_forward
+    if _sdpa_forward is None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        _sdpa_forward = sdpa_attention_forward
+    return _sdpa_forward
+
+
+_sdpa_forward = None
+
+
+def _query_offset(cache: Any, past: int, query: Tensor) -> Tensor:
+    """Each row's decoder step before this call ``(B,)`` float32: one tensor per step, which
+    every cross-attention layer of the step reads (kept on the cache)."""
+    batch, device = query.size(0), query.device
+    kept = cache.__dict__.get("_localnmt_offset")
+    if kept is not None and kept[0] == (past, batch, device):
+        return kept[1]
+    offset = torch.full((batch,), float(past), device=device)
+    cache.__dict__["_localnmt_offset"] = ((past, batch, device), offset)
+    return offset
 
 
 def key_padding(mask: Tensor | None) -> Tensor | None:
@@ -111,6 +138,23 @@ def key_padding(mask: Tensor | None) -> Tensor | None:
     return found
 
 
+def _source_padding(state: dict, mask: Tensor | None) -> Tensor | None:
+    """:func:`key_padding` of a cross-attention decoding step's mask. transformers builds the
+    same source mask anew at every step: equal to this layer's mask of the last step, it gives
+    the last answer (the same tensor, which a kept step plan recognises by identity)."""
+    kept = state.get(_SOURCE_MASK)
+    if kept is not None and mask is not None:
+        last, answer = kept  # ``last``: a copy, which nothing else can write to
+        if last.shape == mask.shape and last.dtype == mask.dtype and torch.equal(last, mask):
+            return answer
+    answer = key_padding(mask)
+    if mask is not None:
+        state[_SOURCE_MASK] = (mask.clone(), answer)
+    return answer
+
+
+#: Where :func:`_source_padding` keeps a layer's last source mask in its decoding state.
+_SOURCE_MASK = "hf source mask"
 #: ``(weak reference to a mask, its version counter, key_padding's answer)``, latest first.
 _recent_padding: tuple[tuple[weakref.ref, int, Tensor | None], ...] = ()
 _REMEMBERED_MASKS = 4

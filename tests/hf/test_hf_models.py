@@ -212,6 +212,46 @@ def test_key_padding_is_read_once_per_mask_and_again_after_a_write() -> None:
         assert key_padding(frozen) is None
 
 
+def test_a_source_mask_built_again_gives_the_last_steps_padding() -> None:
+    """transformers builds the same source mask anew at each step: a layer's decoding state
+    gives the last step's answer for an equal mask (the same tensor), a new one for another
+    mask, and is not fooled by a mask written to in place."""
+    from localnmt.hf.attention import _source_padding
+
+    def source_mask(padded: int) -> torch.Tensor:
+        mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
+        mask[1, ..., 5 - padded :] = False
+        return mask
+
+    state: dict = {}
+    first = _source_padding(state, source_mask(2))
+    assert first is not None and first.tolist() == [[False] * 5, [False] * 3 + [True] * 2]
+    assert _source_padding(state, source_mask(2)) is first
+    other = _source_padding(state, source_mask(1))
+    assert other.tolist() == [[False] * 5, [False] * 4 + [True]]
+    mask = source_mask(1)
+    assert _source_padding(state, mask) is other
+    mask[1] = True  # written in place: no padding any more
+    assert _source_padding(state, mask) is None
+    assert _source_padding(state, None) is None
+
+
+def test_the_decoder_step_is_one_tensor_per_step() -> None:
+    """Every cross-attention layer of a step reads one offset tensor; the next step or
+    another batch gets its own."""
+    from localnmt.hf.attention import _query_offset
+
+    class Cache:
+        pass
+
+    cache, query = Cache(), torch.zeros(3, 2, 1, 4)
+    first = _query_offset(cache, 4, query)
+    assert first.tolist() == [4.0] * 3 and first.dtype == torch.float32
+    assert _query_offset(cache, 4, query) is first
+    assert _query_offset(cache, 5, query).tolist() == [5.0] * 3
+    assert _query_offset(cache, 5, torch.zeros(2, 2, 1, 4)).tolist() == [5.0] * 2
+
+
 @pytest.mark.parametrize("cross", ["hardcoded_gaussian", "gmm[k=2]"])
 def test_planned_decoding_steps_change_nothing(cross: str, monkeypatch) -> None:
     """Cross-attention steps run from a kept plan (localnmt/attention/step_plan.py) after

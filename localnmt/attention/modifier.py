@@ -180,6 +180,16 @@ class AttentionModifier(nn.Module):
         method then gives no bias and says its value term is not needed. None: no fold."""
         return None
 
+    def step_key_value_terms(
+        self, keys: int, device: torch.device, incremental: bool
+    ) -> tuple[Tensor, Tensor] | None:
+        """What :meth:`key_value_terms` gives in a self-attention call of one query, the last
+        of ``keys`` keys, without padding (a decoding step; ``incremental``: with a decoding
+        state), where it gives the same for every row and this method is the call's only
+        one: ``(key term, value term)``, broadcastable to the keys and values, computed
+        without the call's context. None (the default): the pipeline builds the call."""
+        return None
+
     def value_term_needed(self, ctx: AttentionContext) -> bool:
         """Whether this call needs :meth:`value_term` (and so the probabilities)."""
         return True

@@ -230,9 +230,9 @@ class LocalAttention(MultiheadParameters):
         row's decoder step in cross-attention. Returns ``(out (B, H, Tq, d), probabilities
         (B, H, Tq, Tk) or None)``; the probabilities only with ``need_weights``."""
         with one_thread_if_small(problem_size(q, k, self.num_heads), q.device):
-            if state is not None and self._plans_steps(need_weights, attn_mask):
-                out = step_plan.run_kept(state, q, k, v, key_padding_mask, query_offset,
-                                         key_group)  # fmt: skip
+            if q.size(2) == 1 and self._method_alone(need_weights, attn_mask):
+                out = self._step_shortcut(q, k, v, key_padding_mask, state, query_offset,
+                                          key_group)  # fmt: skip
                 if out is not None:
                     return out, None
             ctx, problem = self._problem(
@@ -331,7 +331,7 @@ class LocalAttention(MultiheadParameters):
                 return attend_affine(problem, affine), None
             fused = fused_output(ctx, problem, post_mods)
             if fused is not None:
-                if ctx.state is not None and self._plans_steps(need_weights, None):
+                if ctx.state is not None and self._method_alone(need_weights, None):
                     step_plan.keep(ctx.state, post_mods[0].step_plan(ctx, problem))
                 return fused, None
         note_reference(problem, self._why_dense(need_weights, post_mods, value_mods))
@@ -348,19 +348,50 @@ class LocalAttention(MultiheadParameters):
             ctx.record.keep_dense(logits, probs)
         return out, probs
 
-    def _plans_steps(self, need_weights: bool, attn_mask: Tensor | None) -> bool:
-        """Whether this call may keep or run a decoding-step plan
-        (:mod:`localnmt.attention.step_plan`): cross-attention with one method and none of
-        what a plan leaves out (weights, a record, dropout, an attention mask, fairseq's
-        extra keys)."""
+    def _method_alone(self, need_weights: bool, attn_mask: Tensor | None) -> bool:
+        """Whether this call's one method alone decides its output, as the decoding-step
+        shortcuts need (:meth:`_step_shortcut`): one method, and no weights, record, dropout,
+        attention mask or fairseq's extra keys."""
         return (
-            self.encoder_decoder_attention
-            and len(self.modifiers) == 1
+            len(self.modifiers) == 1
             and not (need_weights or self.recording or self._dropout_p() > 0.0)
             and attn_mask is None
             and self.bias_k is None
             and not self.add_zero_attn
         )
+
+    def _step_shortcut(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding_mask: Tensor | None,
+        state: dict | None,
+        query_offset: Tensor | None,
+        key_group: int,
+    ) -> Tensor | None:
+        """A one-query call's output without building its context and problem, where its one
+        method offers it (:meth:`_method_alone`), else None: in cross-attention, the plan
+        kept from an earlier step of the decoding run (:mod:`localnmt.attention.step_plan`);
+        in self-attention without padding, the method's key and value terms added to the
+        keys and values before the kernels (relative positions:
+        :meth:`AttentionModifier.step_key_value_terms`), as the pipeline's fold does."""
+        if not step_plan.ENABLED:
+            return None
+        if self.encoder_decoder_attention:
+            if state is None:
+                return None
+            return step_plan.run_kept(state, q, k, v, key_padding_mask, query_offset, key_group)
+        if key_padding_mask is not None or key_group != 1:
+            return None
+        terms = self.modifiers[0].step_key_value_terms(k.size(2), k.device, state is not None)
+        if terms is None:
+            return None
+        key_term, value_term = terms
+        problem = AttentionProblem(
+            site=self.site, q=q, k=k + key_term.to(k.dtype), v=v + value_term.to(v.dtype)
+        )
+        return fast_attention(problem)
 
     def _why_dense(
         self,

@@ -32,7 +32,8 @@ from localnmt.attention import dispatch
 if TYPE_CHECKING:
     from localnmt.attention.problem import AttentionProblem
 
-#: Switch for tests and benchmarks (False: every step runs the whole pipeline).
+#: Switch for tests and benchmarks (False: every one-query call runs the whole pipeline, no
+#: plan and no self-attention shortcut: ``LocalAttention._step_shortcut``).
 ENABLED = True
 #: The key of a layer's plan in its decoding state (beam search's reordering skips it).
 PLAN_KEY = "step_plan"
@@ -103,7 +104,7 @@ def run_kept(state: dict, q: Tensor, k: Tensor, v: Tensor, padding: Tensor | Non
     """The step's output from the plan kept in ``state``, where one fits (the caller has
     checked the layer: no weights, record, dropout or attention mask); else None."""
     plan = state.get(PLAN_KEY)
-    if plan is None or not ENABLED or dispatch.forced_name() is not None:
+    if plan is None or dispatch.forced_name() is not None:
         return None
     if not plan.fits(q, k, v, padding, key_group):
         return None

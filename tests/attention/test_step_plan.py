@@ -1,7 +1,8 @@
-"""Decoding-step plans (localnmt/attention/step_plan.py): a cross-attention layer's step kept
-and run again on the next steps' queries gives, step by step, bit for bit what the whole
-pipeline gives; it runs only where it fits, and what it leaves out sends the step back to the
-pipeline."""
+"""The decoding-step shortcuts of ``LocalAttention._step_shortcut``: a cross-attention layer's
+step kept as a plan (localnmt/attention/step_plan.py) and run again on the next steps' queries,
+and relative positions' self-attention step folded without a context, give step by step, bit
+for bit, what the whole pipeline gives; they run only where they fit, and what they leave out
+sends the call back to the pipeline."""
 
 from __future__ import annotations
 
@@ -223,3 +224,97 @@ def test_reordering_passes_over_the_plan():
     plan = state[step_plan.PLAN_KEY]
     reorder_buffer(state, torch.tensor([2, 1, 0]), cross_attention=True, shares_source=False)
     assert state[step_plan.PLAN_KEY] is plan
+
+
+class PipelineCalls:
+    """Counts the calls that built a context and problem (``LocalAttention._problem``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.count = 0
+        real = LocalAttention._problem
+
+        def counted(attention, *args, **kwargs):
+            self.count += 1
+            return real(attention, *args, **kwargs)
+
+        monkeypatch.setattr(LocalAttention, "_problem", counted)
+
+
+def decode_self(attn: LocalAttention, x, shortcut: bool, monkeypatch, pad=None) -> torch.Tensor:
+    """Decoder self-attention step by step through fairseq's incremental interface."""
+    monkeypatch.setattr(step_plan, "ENABLED", shortcut)
+    state: dict = {}
+    with torch.no_grad():
+        outs = [attn(x[t : t + 1], x[t : t + 1], x[t : t + 1], key_padding_mask=pad,
+                     incremental_state=state, need_weights=False)[0][0]
+                for t in range(x.size(0))]  # fmt: skip
+    return torch.stack(outs)
+
+
+@pytest.mark.parametrize("spec", ["rel_pos[clip=2]", "rel_pos[clip=16]", "rel_pos[clip=0]"])
+def test_relative_self_attention_steps_are_the_pipelines_bit_for_bit(spec, monkeypatch):
+    """A decoding step of relative positions without padding: the keys and values plus the
+    gathered table rows, without the context, as the pipeline's fold."""
+    attn = make_attention("decoder_self", spec, embed_dim=E, heads=H, max_positions=64)
+    torch.manual_seed(4)
+    x = torch.randn(TQ, B, E)
+    calls = PipelineCalls(monkeypatch)
+    with dispatch.trace() as short_trace:
+        short = decode_self(attn, x, True, monkeypatch)
+    assert calls.count == 0
+    with dispatch.trace() as whole_trace:
+        whole = decode_self(attn, x, False, monkeypatch)
+    assert calls.count == TQ
+    torch.testing.assert_close(short, whole, atol=0, rtol=0)
+    assert [c.kernel for c in short_trace.calls] == [c.kernel for c in whole_trace.calls]
+
+
+def one_query_heads(keys: int = 7):
+    """``q`` ``(B, H, 1, d)``, ``k`` and ``v`` ``(B, H, keys, d)``."""
+    d = E // H
+    return torch.randn(B, H, 1, d), torch.randn(B, H, keys, d), torch.randn(B, H, keys, d)
+
+
+def test_relative_steps_of_the_functional_form_take_the_shortcut(monkeypatch):
+    """transformers' decoder self-attention step: one query, the cached keys, no state."""
+    from localnmt.attention.layers import local_attention
+
+    attn = make_attention("decoder_self", "rel_pos[clip=3]", embed_dim=E, heads=H)
+    torch.manual_seed(5)
+    q, k, v = (
+        torch.randn(B, H, 1, E // H),
+        torch.randn(B, H, 7, E // H),
+        torch.randn(B, H, 7, E // H),
+    )
+    calls = PipelineCalls(monkeypatch)
+    outs = []
+    with torch.no_grad():
+        for shortcut in (True, False):
+            monkeypatch.setattr(step_plan, "ENABLED", shortcut)
+            outs.append(local_attention(attn, q, k, v)[0])
+    assert calls.count == 1
+    torch.testing.assert_close(outs[0], outs[1], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "case", ["padding", "gradients", "encoder site", "weights", "another method"]
+)
+def test_relative_steps_the_shortcut_leaves_to_the_pipeline(case, monkeypatch):
+    """Padding (rows apart), gradients (no fold), a non-causal site whose one query need not
+    be the last key, weights asked, a second method: the pipeline runs."""
+    from localnmt.attention.layers import local_attention
+
+    kind = "encoder_self" if case == "encoder site" else "decoder_self"
+    spec = "rel_pos[clip=3] + localness" if case == "another method" else "rel_pos[clip=3]"
+    attn = make_attention(kind, spec, embed_dim=E, heads=H)
+    torch.manual_seed(6)
+    q, k, v = (
+        torch.randn(B, H, 1, E // H),
+        torch.randn(B, H, 7, E // H),
+        torch.randn(B, H, 7, E // H),
+    )
+    pad = padding_mask([7, 5, 6], 7, "left") if case == "padding" else None
+    calls = PipelineCalls(monkeypatch)
+    with torch.set_grad_enabled(case == "gradients"):
+        local_attention(attn, q, k, v, key_padding_mask=pad, need_weights=case == "weights")
+    assert calls.count == 1

@@ -101,6 +101,7 @@ def test_beam_search_equals_decoding_without_incremental_state(arch, extra, monk
 
     counted(GaussianMixture, "get_source_state", "source cached", lambda r: r is not None)
     counted(RelativePosition, "step_buckets", "step buckets", lambda r: r is not None)
+    counted(RelativePosition, "step_key_value_terms", "step buckets", lambda r: r is not None)
     counted(gmm_step, "mixture_post", "fused C step", lambda r: r is not None)
     counted(gmm_step, "attention_step", "fused C step", lambda r: r is not None)
     counted(shared_source, "first_step_group", "first step per sentence", lambda g: g > 1)

@@ -87,7 +87,25 @@ class RelativePosition(AttentionModifier):
         step = self.step_buckets(ctx)  # (Tk,): the same rows for every hypothesis
         idx = self.buckets(ctx)[:, :, 0, :] if step is None else step  # else (B, 1, Tk)
         ctx.cache.get(self._folded_key, lambda: True)
-        return F.embedding(idx, self.rel_key.weight), F.embedding(idx, self.rel_value.weight)
+        return self._rows(idx)
+
+    def step_key_value_terms(
+        self, keys: int, device: torch.device, incremental: bool
+    ) -> tuple[Tensor, Tensor] | None:
+        """``(a^K_ij, a^V_ij)`` ``(Tk, d)`` of :meth:`key_value_terms` at a one-query step of
+        self-attention (:meth:`step_buckets`), for the pipeline's shortcut: the same gather."""
+        if not (self._may_fold and self.site.kind != "cross") or torch.is_grad_enabled():
+            return None
+        if not (incremental or (self._plain_keys and (self.site.causal or keys == 1))):
+            return None
+        return self._rows(_step_buckets(self.options.clip, keys, device))
+
+    def _rows(self, buckets: Tensor) -> tuple[Tensor, Tensor]:
+        """The rows ``a^K``, ``a^V`` of both tables at ``buckets`` (one gather each)."""
+        tables = (self.rel_key.weight, self.rel_value.weight)
+        if buckets.dim() == 1:
+            return tables[0].index_select(0, buckets), tables[1].index_select(0, buckets)
+        return F.embedding(buckets, tables[0]), F.embedding(buckets, tables[1])
 
     @functools.cached_property
     def _folded_key(self) -> CacheKey[bool]:

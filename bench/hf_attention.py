@@ -21,7 +21,8 @@ registry, interleaved with the others (e.g. ``--families gmm --without gmm_c_att
 decoding step in one C call against the dense path it replaces); it also turns off a named
 path inside a kernel (``gmm_predictors_in_c``: the C decoding step reads the predictors'
 outputs from torch instead of computing them; ``gmm_output_layer_in_c``: the predictors'
-output layer in training as torch's GEMMs).
+output layer in training as torch's GEMMs; ``step_shortcuts``: every decoding step through the
+whole pipeline, without the kept plans of cross-attention and relative positions' shortcut).
 
 ``--work`` adds the ratio of the two models' matrix-product work (``sdpa`` model ÷ method
 model, the multiply-adds of ``mm`` / ``addmm`` that ``torch.utils.flop_counter`` counts: the
@@ -162,11 +163,13 @@ def _spread(reference: list[float], method: list[float]) -> str:
 def _paths() -> dict[str, tuple[object, str]]:
     """Code paths inside a kernel or a method that ``--without`` can turn off as well: name →
     (module, switch)."""
+    from localnmt.attention import step_plan
     from localnmt.attention.fast import gmm_mixture
     from localnmt.attention.fast.autograd import predictor_gemms
 
     return {"gmm_predictors_in_c": (gmm_mixture, "PREDICTORS_IN_C"),
-            "gmm_output_layer_in_c": (predictor_gemms, "HEAD_IN_C")}  # fmt: skip
+            "gmm_output_layer_in_c": (predictor_gemms, "HEAD_IN_C"),
+            "step_shortcuts": (step_plan, "ENABLED")}  # fmt: skip
 
 
 def _without(fn: Callable[[], None], name: str) -> Callable[[], None]:

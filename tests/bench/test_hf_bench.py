@@ -102,6 +102,25 @@ def test_without_a_named_path_turns_it_off_for_the_without_calls(capsys):
     assert details == ({("predictors in C",), ()} if gmm_step.ENABLED else set())
 
 
+def test_without_step_shortcuts_every_step_builds_its_problem(capsys, monkeypatch):
+    """``--without step_shortcuts``: the 'without' calls' decoding steps all run the whole
+    pipeline; the others run kept plans after each layer's first step."""
+    from localnmt.attention import step_plan
+    from localnmt.attention.pipeline import LocalAttention
+
+    built = {True: 0, False: 0}
+    real = LocalAttention._problem
+
+    def counted(attention, q_input, q, *args, **kwargs):
+        built[step_plan.ENABLED] += q.size(2) == 1 and attention.encoder_decoder_attention
+        return real(attention, q_input, q, *args, **kwargs)
+
+    monkeypatch.setattr(LocalAttention, "_problem", counted)
+    _tiny_gmm_run_without("step_shortcuts", capsys)
+    assert step_plan.ENABLED
+    assert built[False] > built[True] > 0
+
+
 def test_work_counts_the_linear_layers_products_and_not_attentions():
     import torch
 

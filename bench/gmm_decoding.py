@@ -3,10 +3,12 @@
     python -m bench.gmm_decoding [--length 32] [--repeats 7]
 
 Beam search (``bench.generation``: 8 sentences, beam 4, exactly T steps) with the fairseq
-baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in six
+baseline and the GMM row's model (``zhang2021/table-2/our-method/base`` by default) in seven
 forms: the full model (the decoding step in one C call, ``fast/native/gmm_step.py``, where it
 is built, the predictors computed in it; the first step and cross-attention keys once per
-sentence, ``attention/shared_source.py``); the full model with the predictors' outputs from
+sentence, ``attention/shared_source.py``; each layer's step kept as a plan after the first,
+``attention/step_plan.py``); the full model without step plans; the full model with the
+predictors' outputs from
 torch's ``F.linear`` before the C call; the full model with torch ops only; the full model run
 per hypothesis, as fairseq does; every layer on the dense path with ``post`` returning the
 softmax unchanged (what remains is the reference path the modifier needs for probabilities);
@@ -28,7 +30,7 @@ from bench.machine_info import describe, machine_info
 from bench.measure import interleaved, switched
 from bench.models import build_baseline, build_candidate, parse_model_args, size_overrides
 from bench.synthetic import make_batch, make_dictionary
-from localnmt.attention import shared_source
+from localnmt.attention import shared_source, step_plan
 from localnmt.attention.fast import gmm_mixture
 from localnmt.attention.fast.native import gmm_step
 from localnmt.attention.methods.gmm import GaussianMixture
@@ -51,15 +53,16 @@ def _no_fused_step(self: GaussianMixture, ctx, problem):
 
 #: form name: (post, whether the C step may run, whether beam search's shared source is used:
 #: the first step once per sentence, cross-attention keys once per sentence;
-#: attention/shared_source.py; whether the C step computes the predictors). A form with a
-#: post of its own takes every layer's step to the dense path (no fused_output), so that post
-#: runs there.
-FORMS = {"full": (None, True, True, True),
-         "full, predictors by torch": (None, True, True, False),
-         "full, torch ops": (None, False, True, True),
-         "full, per hypothesis": (None, True, False, True),
-         "reference path only": (_softmax_unchanged, False, True, True),
-         "+ predictors": (_predictors_only, False, True, True)}  # fmt: skip
+#: attention/shared_source.py; whether the C step computes the predictors; whether decoding
+#: steps may run kept plans, attention/step_plan.py). A form with a post of its own takes every
+#: layer's step to the dense path (no fused_output), so that post runs there.
+FORMS = {"full": (None, True, True, True, True),
+         "full, no step plans": (None, True, True, True, False),
+         "full, predictors by torch": (None, True, True, False, True),
+         "full, torch ops": (None, False, True, True, True),
+         "full, per hypothesis": (None, True, False, True, True),
+         "reference path only": (_softmax_unchanged, False, True, True, True),
+         "+ predictors": (_predictors_only, False, True, True, True)}  # fmt: skip
 
 
 def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: int,
@@ -80,14 +83,15 @@ def take_apart(row_name: str, length: int, sentences: int, repeats: int, vocab: 
     original, fused = GaussianMixture.post, gmm_step.ENABLED
     original_step = GaussianMixture.fused_output
 
-    def form(post: Callable | None, c_step: bool, shared: bool,
-             predictors_in_c: bool) -> Callable[[], object]:  # fmt: skip
+    def form(post: Callable | None, c_step: bool, shared: bool, predictors_in_c: bool,
+             plans: bool) -> Callable[[], object]:  # fmt: skip
         settings = [(GaussianMixture, "post", post or original),
                     (GaussianMixture, "fused_output", original_step if post is None
                      else _no_fused_step),
                     (gmm_step, "ENABLED", fused and c_step),
                     (gmm_mixture, "PREDICTORS_IN_C", predictors_in_c),
-                    (shared_source, "ENABLED", shared)]  # fmt: skip
+                    (shared_source, "ENABLED", shared),
+                    (step_plan, "ENABLED", plans)]  # fmt: skip
 
         def run() -> object:
             with switched(settings):

@@ -10,6 +10,8 @@ on the same right-padded batch, A/B interleaved in one process; the ratio is
     python -m bench.hf_attention --dim 512 --layers 6 --placement papers
     python -m bench.hf_attention --device cuda --dtype bfloat16 --dim 512 --layers 6
 
+``--beams N`` generates with beam search of width N instead of greedy search.
+
 ``--placement all`` (the default) gives every layer of the family's site the method;
 ``papers`` places it as the papers' rows do (the catalog presets): Yang et al. 2018 / 2019
 put Localness, CSAN and the methods CSAN compares with in the lowest three encoder layers;
@@ -113,7 +115,7 @@ def batch(args: argparse.Namespace) -> dict[str, torch.Tensor]:
 
 
 def step_and_generate(model, inputs: dict[str, torch.Tensor], new_tokens: int,
-                      dtype: torch.dtype = torch.float32):  # fmt: skip
+                      dtype: torch.dtype = torch.float32, beams: int = 1):  # fmt: skip
     device = inputs["input_ids"].device
     low = dtype != torch.float32
 
@@ -129,7 +131,8 @@ def step_and_generate(model, inputs: dict[str, torch.Tensor], new_tokens: int,
         with torch.no_grad(), torch.autocast(device.type, dtype=dtype, enabled=low):
             model.generate(
                 input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=beams,
+                do_sample=False,
             )  # fmt: skip
 
     return step, generate
@@ -207,6 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     add_model_arguments(parser)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--beams", type=int, default=1,
+                        help="generate with beam search of this width (1: greedy)")  # fmt: skip
     parser.add_argument("--placement", choices=("all", "papers"), default="all")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
@@ -228,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     policy = os.environ.get("OMP_WAIT_POLICY") or "torch's default"
     print(f"{where}, {args.dtype}, {args.dim}-dim, {args.layers}+{args.layers} layers, "
-          f"placement {args.placement}, load {os.getloadavg()[0]:.2f}, "
+          f"placement {args.placement}, beams {args.beams}, load {os.getloadavg()[0]:.2f}, "
           f"torch threads {torch.get_num_threads()} (OpenMP wait policy: {policy})")  # fmt: skip
     print(f"{'family':20s} {'train step':>10s} {'generate':>10s}   (sdpa time / method time)")
     for family in ([CONTROL] if args.control else []) + args.families:
@@ -236,8 +241,9 @@ def main(argv: list[str] | None = None) -> None:
         model = copy.deepcopy(reference)
         if family != CONTROL:
             model = localnmt.hf.apply(model, **placed(family, args.placement, args.layers))
-        ref_step, ref_gen = step_and_generate(reference, inputs, args.new_tokens, dtype)
-        step, gen = step_and_generate(model, inputs, args.new_tokens, dtype)
+        ref_step, ref_gen = step_and_generate(reference, inputs, args.new_tokens, dtype,
+                                              args.beams)  # fmt: skip
+        step, gen = step_and_generate(model, inputs, args.new_tokens, dtype, args.beams)
         steps, gens = {"ref": ref_step, "m": step}, {"ref": ref_gen, "m": gen}
         if args.without and family != CONTROL:
             steps["w"], gens["w"] = (_without(fn, args.without) for fn in (step, gen))

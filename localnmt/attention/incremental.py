@@ -22,6 +22,7 @@ from torch import Tensor
 from localnmt.attention.modifier import SOURCE_SUFFIX
 from localnmt.attention.multihead_parameters import IncrementalState, MultiheadParameters
 from localnmt.attention.shared_source import GROUP_KEY, regroup, source_group
+from localnmt.attention.step_plan import PLAN_KEY
 
 _BASE_BUFFER_KEYS = ("prev_key", "prev_value", "prev_key_padding_mask")
 #: cross-attention buffers that depend on the source sentence only
@@ -136,10 +137,13 @@ def reorder_buffer(
         and entries.get("prev_key") is not None
         and (GROUP_KEY in entries or shares_source)
     )
+    plan = entries.get(PLAN_KEY)
+    if plan is not None and not plan.reordered(new_order):
+        del entries[PLAN_KEY]
     if grouped:
         _reorder_shared_source(entries, new_order)
     for name, value in list(entries.items()):
-        if not isinstance(value, Tensor):  # None, or a step plan (it checks its source itself)
+        if not isinstance(value, Tensor):  # None, or the step plan (reordered above)
             continue
         if grouped and name in ("prev_key", "prev_value", GROUP_KEY):
             continue

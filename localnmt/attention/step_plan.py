@@ -14,8 +14,9 @@ numbers, without building the call's context and kernel problem again (docs/desi
 A plan runs only where it fits the step exactly (:func:`run_kept`): the very same key and
 value tensors, not written to since; equal padding; the same query shape, dtype and source
 grouping; no weights asked, nothing recorded, no dropout, no attention mask, no kernel forced.
-Anything else runs the pipeline, which may keep a new plan. Kernel traces see the plan's
-calls as the pipeline's: the plan runs the same registry.
+Anything else runs the pipeline, which may keep a new plan. Beam search's reorder keeps a
+plan where each hypothesis's source row stays within its sentence (:meth:`StepPlan.reordered`).
+Kernel traces see the plan's calls as the pipeline's: the plan runs the same registry.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 from torch import Tensor
 
 from localnmt.attention import dispatch
+from localnmt.attention.shared_source import source_group
 
 if TYPE_CHECKING:
     from localnmt.attention.problem import AttentionProblem
@@ -35,11 +37,13 @@ if TYPE_CHECKING:
 #: Switch for tests and benchmarks (False: every one-query call runs the whole pipeline, no
 #: plan and no self-attention shortcut: ``LocalAttention._step_shortcut``).
 ENABLED = True
-#: The key of a layer's plan in its decoding state (beam search's reordering skips it).
+#: The key of a layer's plan in its decoding state (beam search's reorder asks the plan itself).
 PLAN_KEY = "step_plan"
 
-#: ``(q (B, H, 1, d) pre-scaled, query positions (B, 1) float32) -> out (B, H, 1, d)``.
-StepRun = Callable[[Tensor, Tensor], Tensor]
+#: ``(q (B, H, 1, d) pre-scaled, k, v (B / key_group, H, Tk, d), query positions (B, 1)
+#: float32) -> out (B, H, 1, d)``; the plan hands it its current source (after beam search
+#: moved it, the new tensors), so that a run keeps no other source alive.
+StepRun = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
 @dataclass
@@ -56,6 +60,10 @@ class StepPlan:
     query_shape: torch.Size
     dtype: torch.dtype
     versions: tuple[int, int] | None = field(init=False)
+    #: beam search moved each source row within its group of equal rows since the last step:
+    #: the keys and values it moves are this plan's, in new tensors (:meth:`reordered`)
+    moved: bool = field(default=False, init=False)
+    _group: int | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.versions = _versions(self.k, self.v)
@@ -68,10 +76,16 @@ class StepPlan:
 
     def fits(self, q: Tensor, k: Tensor, v: Tensor, padding: Tensor | None,
              key_group: int) -> bool:  # fmt: skip
-        """Whether this step has the plan's source (the same unwritten tensors, equal
-        padding) and queries of its shape, dtype and grouping."""
-        if k is not self.k or v is not self.v or key_group != self.key_group:
+        """Whether this step has the plan's source (the same unwritten tensors, or the ones
+        beam search moved them to: :meth:`reordered`; equal padding) and queries of its
+        shape, dtype and grouping."""
+        if key_group != self.key_group:
             return False
+        if k is not self.k or v is not self.v:
+            if not (self.moved and _alike(k, self.k) and _alike(v, self.v)):
+                return False
+            self.k, self.v, self.versions = k, v, _versions(k, v)  # the moved source
+        self.moved = False
         if q.shape != self.query_shape or q.dtype != self.dtype or q.device != k.device:
             return False
         if self.versions is None or _versions(k, v) != self.versions:
@@ -81,6 +95,31 @@ class StepPlan:
         return padding is self.padding or (
             padding.shape == self.padding.shape and torch.equal(padding, self.padding)
         )
+
+    def reordered(self, new_order: Tensor) -> bool:
+        """Beam search reorders the hypotheses by ``new_order`` (each row's source row): whether
+        the plan still holds. It does where the stored rows stay (one row per group of
+        hypotheses, fairseq's shared source) or where each row is taken from its own group of
+        equal source rows (the hypotheses of one sentence: :func:`source_group`, found once
+        per plan), so that the moved keys and values equal these, whichever new tensors hold
+        them; not where the batch changes size or rows cross groups."""
+        rows = self.k.size(0)
+        if self.key_group > 1:  # stored once per group: moved only when the batch changes
+            return new_order.numel() == rows * self.key_group
+        if new_order.numel() != rows or _versions(self.k, self.v) != self.versions:
+            return False
+        if self._group is None:
+            flat = [t.reshape(rows, -1).t().unsqueeze(-1) for t in (self.k, self.v)]
+            self._group = source_group(flat[0], flat[1], self.padding)
+        own = torch.arange(rows, device=new_order.device) // self._group
+        if not torch.equal(torch.div(new_order, self._group, rounding_mode="floor"), own):
+            return False
+        self.moved = True
+        return True
+
+
+def _alike(new: Tensor, old: Tensor) -> bool:
+    return new.shape == old.shape and new.dtype == old.dtype and new.device == old.device
 
 
 def _versions(k: Tensor, v: Tensor) -> tuple[int, int] | None:
@@ -114,4 +153,4 @@ def run_kept(state: dict, q: Tensor, k: Tensor, v: Tensor, padding: Tensor | Non
         positions = query_offset[:, None]  # the query positions of a one-query call
     else:  # the pipeline's positions would take the offset's dtype: let it run
         return None
-    return plan.run(q, positions)
+    return plan.run(q, plan.k, plan.v, positions)

@@ -217,13 +217,56 @@ def test_inference_tensors_keep_no_plan():
     assert buffers and all(step_plan.PLAN_KEY not in entries for entries in buffers)
 
 
-def test_reordering_passes_over_the_plan():
-    """Beam search's reorder moves tensors by hypothesis and leaves the plan where it is (it
-    checks its own source at each step)."""
+def test_reordering_moves_the_plan_with_the_rows_or_drops_it():
+    """Beam search's reorder passes over the plan (not a tensor); it keeps holding where each
+    row is taken from its own group of equal source rows, not where rows cross groups or the
+    batch changes size."""
     attn, x, q, k, v, pad, state = step_problem_inputs()
     plan = state[step_plan.PLAN_KEY]
+    reorder_buffer(state, torch.tensor([0, 1, 2]), cross_attention=True, shares_source=False)
+    assert state[step_plan.PLAN_KEY] is plan and plan.moved
     reorder_buffer(state, torch.tensor([2, 1, 0]), cross_attention=True, shares_source=False)
-    assert state[step_plan.PLAN_KEY] is plan
+    assert step_plan.PLAN_KEY not in state  # three sentences: rows 0 and 2 crossed
+    attn, x, q, k, v, pad, state = step_problem_inputs()
+    reorder_buffer(state, torch.tensor([0, 1]), cross_attention=True, shares_source=False)
+    assert step_plan.PLAN_KEY not in state
+
+
+@pytest.mark.parametrize("spec", ["hardcoded_gaussian", "gmm"])
+@pytest.mark.parametrize("across", [False, True])
+def test_a_plan_follows_keys_beam_search_moves_within_sentences(spec, across, monkeypatch):
+    """One key row per hypothesis (no shared source): beam search's reorder makes new key
+    and value tensors. Moved within each sentence's hypotheses (equal rows) the plan runs on
+    them; moved across sentences, the pipeline runs that step (and plans again). Either way
+    every step is the pipeline's, bit for bit."""
+    beam = 2
+    attn = make_attention("cross", spec, embed_dim=E, heads=H)
+    x, src, pad = inputs("right", batch=3)
+    src, pad = src.repeat_interleave(beam, dim=1), pad.repeat_interleave(beam, dim=0)
+    x = torch.randn(TQ, 3 * beam, E)
+    monkeypatch.setattr(shared_source, "ENABLED", False)
+    order = torch.tensor([2, 3, 0, 1, 4, 5] if across else [1, 0, 2, 3, 5, 4])
+
+    def reorder(step: int):
+        return order if step in (2, 4) else None
+
+    runs = PlanRuns(monkeypatch)
+    planned, _ = decode(attn, x, src, pad, True, monkeypatch, reorder)
+    assert runs.count == (TQ - 3 if across else TQ - 1)
+    whole, _ = decode(attn, x, src, pad, False, monkeypatch, reorder)
+    torch.testing.assert_close(planned, whole, atol=0, rtol=0)
+
+
+def test_a_moved_plan_takes_only_tensors_like_its_own(monkeypatch):
+    """After a reorder within groups the next step's new keys are taken as the moved ones
+    only if shape, dtype and device match; the step after takes only those very tensors."""
+    attn, x, q, k, v, pad, state = step_problem_inputs()
+    plan = state[step_plan.PLAN_KEY]
+    reorder_buffer(state, torch.tensor([0, 1, 2]), cross_attention=True, shares_source=False)
+    assert not plan.fits(q, k[:, :, :-1], v[:, :, :-1], pad, 1)
+    moved_k, moved_v = k.clone(), v.clone()
+    assert plan.fits(q, moved_k, moved_v, pad, 1) and plan.k is moved_k and not plan.moved
+    assert not plan.fits(q, k, v, pad, 1)  # the old tensors are not the plan's any more
 
 
 class PipelineCalls:

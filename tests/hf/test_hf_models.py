@@ -252,10 +252,12 @@ def test_the_decoder_step_is_one_tensor_per_step() -> None:
     assert _query_offset(cache, 5, torch.zeros(2, 2, 1, 4)).tolist() == [5.0] * 2
 
 
+@pytest.mark.parametrize("beams", [1, 3])
 @pytest.mark.parametrize("cross", ["hardcoded_gaussian", "gmm[k=2]"])
-def test_planned_decoding_steps_change_nothing(cross: str, monkeypatch) -> None:
+def test_planned_decoding_steps_change_nothing(cross: str, beams: int, monkeypatch) -> None:
     """Cross-attention steps run from a kept plan (localnmt/attention/step_plan.py) after
-    the first step of greedy search: the sequences and scores of the whole pipeline, and of
+    the first step, in greedy and in beam search (whose reorders move each hypothesis's
+    source within its sentence): the sequences and scores of the whole pipeline, and of
     generating without the cache."""
     from localnmt.attention import step_plan
 
@@ -274,10 +276,10 @@ def test_planned_decoding_steps_change_nothing(cross: str, monkeypatch) -> None:
     for plans in (True, False):
         monkeypatch.setattr(step_plan, "ENABLED", plans)
         runs[plans] = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6,
-                                     min_new_tokens=6, do_sample=False, output_scores=True,
-                                     return_dict_in_generate=True)  # fmt: skip
+                                     min_new_tokens=6, num_beams=beams, do_sample=False,
+                                     output_scores=True, return_dict_in_generate=True)  # fmt: skip
         if plans:
             assert sum(ran) == 5 * model.config.decoder_layers  # every step after the first
     assert torch.equal(runs[True].sequences, runs[False].sequences)
     assert all(torch.equal(a, b) for a, b in zip(runs[True].scores, runs[False].scores))
-    assert_cache_changes_nothing(model, beams=1)
+    assert_cache_changes_nothing(model, beams=beams)

@@ -243,7 +243,7 @@ class GaussianMixture(AttentionModifier):
     # ---- eq. 7-12 and Table 1 -------------------------------------------------------------
     def mixture_params(
         self,
-        ctx: AttentionContext,
+        ctx: AttentionContext | None,
         raw: dict[str, Tensor],
         length: Tensor | None = None,
         squashed: dict[str, Tensor] | None = None,
@@ -261,6 +261,7 @@ class GaussianMixture(AttentionModifier):
                 if "omega" not in raw
                 else raw["omega"].float().clamp(max=EXP_CLAMP)
             )
+            assert ctx is not None, "the synthesis network's means follow the call's state"
             mu = self._cumulative_mean(ctx, mu_hat.clamp(max=EXP_CLAMP).exp())
             sigma_hat = raw["sigma"].float().expand(shape)
             sigma = torch.exp(sigma_hat.clamp(max=EXP_CLAMP) * -0.5) * math.sqrt(0.5)
@@ -272,6 +273,7 @@ class GaussianMixture(AttentionModifier):
         else:
             log_omega = raw["mu"].new_full((), -math.log(k), dtype=torch.float32).expand(shape)
         if length is None:
+            assert ctx is not None, "J comes from the call's context where it is not given"
             length = ctx.key_lengths[:, None, :, None].float()  # J, (B, 1, Tq, 1)
         mu = length * squashed["mu"].expand(shape)  # eq. 11
         if opts.variant == "norm":
@@ -320,7 +322,7 @@ class GaussianMixture(AttentionModifier):
 
     # ---- eq. 13-15 --------------------------------------------------------------------------
     def _mixture_and_gate(
-        self, ctx: AttentionContext, outputs: Tensor, length: Tensor
+        self, ctx: AttentionContext | None, outputs: Tensor, length: Tensor
     ) -> tuple[MixtureParams, Tensor | float]:
         """The mixture (eq. 10-12) and the gate g of eq. 13 (eq. 14; 0.5 for ``average``, 1
         for ``gmm``) from the raw predictor outputs."""
@@ -370,17 +372,27 @@ class GaussianMixture(AttentionModifier):
         if not ctx.incremental or ctx.recording or self.options.variant != "approx":
             return None
         sources, weights = self.source(ctx), self._step_weights(ctx)
+        # the last step's problem, its positions left out (no band or bias reads them here):
+        # each run replaces its tensors, so that it keeps no earlier source alive
+        last = [replace(problem, positions=None)]
 
-        def run(q: Tensor, query_positions: Tensor) -> Tensor:
-            step = replace(problem, q=q)
-            return gmm_step_output(self._step_problem(ctx, step, sources, weights))
+        def run(q: Tensor, k: Tensor, v: Tensor, query_positions: Tensor) -> Tensor:
+            last[0] = step = replace(last[0], q=q, k=k, v=v)
+            return gmm_step_output(self._step_problem(None, step, sources, weights))
 
         return StepPlan.of(problem, run)
 
-    def _step_problem(self, ctx: AttentionContext, problem: AttentionProblem, sources: Sources,
-                      weights: StepWeights | None) -> MixtureStepProblem:  # fmt: skip
+    def _step_problem(
+        self,
+        ctx: AttentionContext | None,
+        problem: AttentionProblem,
+        sources: Sources,
+        weights: StepWeights | None,
+    ) -> MixtureStepProblem:
         """A decoding step on ``problem``'s queries: α from ``problem``, γ of eq. 13 from the
-        predictors on the same queries (in the C step where ``weights`` are given)."""
+        predictors on the same queries (in the C step where ``weights`` are given). ``ctx``
+        None: a kept plan's step (variant ``approx``, whose mixture reads nothing of the
+        call's context once J is given)."""
         q = problem.q
         shape = (*q.shape[:3], problem.k.size(2))
 
@@ -392,7 +404,7 @@ class GaussianMixture(AttentionModifier):
         else:  # the C step computes them itself; built only if another kernel reads them
             width = self.predictors.bank_shape.width(q.device)
             outputs = Deferred(raw_outputs, (*q.shape[:3], width), torch.float32)
-        mixture = self._mixture_problem(ctx, sources, outputs, shape, None)
+        mixture = self._mixture_problem(ctx, sources, outputs, shape, None, decoding_step=True)
         return MixtureStepProblem(problem, mixture, weights)
 
     def _step_weights(self, ctx: AttentionContext) -> StepWeights | None:
@@ -445,14 +457,20 @@ class GaussianMixture(AttentionModifier):
 
     def _mixture_problem(
         self,
-        ctx: AttentionContext,
+        ctx: AttentionContext | None,
         sources: Sources,
         outputs: Tensor | Deferred,
         shape: tuple[int, ...],
         probs: Tensor | None,
+        decoding_step: bool | None = None,
     ) -> MixtureProblem:
-        """The mixture kernels' problem of this call (γ of eq. 13, or g·β without ``probs``)."""
+        """The mixture kernels' problem of this call (γ of eq. 13, or g·β without ``probs``);
+        ``decoding_step`` defaults to whether ``ctx`` is incremental (``ctx`` None: a kept
+        plan's step, see :meth:`_step_problem`)."""
         positions, real, blocked, length = sources
+        if decoding_step is None:
+            assert ctx is not None
+            decoding_step = ctx.incremental
         return MixtureProblem(
             site=self.site,
             outputs=outputs,
@@ -466,7 +484,7 @@ class GaussianMixture(AttentionModifier):
             fusion=self.options.fusion,
             normalise=self.options.variant == "norm",
             layout=self._step_layout,
-            decoding_step=ctx.incremental,
+            decoding_step=decoding_step,
         )
 
     def _keep(self, outputs: Tensor) -> Tensor | float:

@@ -16,7 +16,7 @@ No parameters; the projections q/k stay in the model but receive no gradient.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from torch import Tensor
 
@@ -82,10 +82,14 @@ class HardcodedGaussian(AttentionModifier):
         else of it depends on the step)."""
         if not ctx.incremental or ctx.recording:
             return None
-        fixed = self._step_problem(ctx, problem)
+        group, opts = problem.key_group, self.options
+        source = ctx.key_positions, ctx.key_lengths, ctx.key_padding_mask  # (B, ·) each
 
-        def run(q: Tensor, query_positions: Tensor) -> Tensor:
-            return fixed_gaussian_output(replace(fixed, query_positions=query_positions))
+        def run(q: Tensor, k: Tensor, v: Tensor, query_positions: Tensor) -> Tensor:
+            positions, lengths, padding = source
+            return fixed_gaussian_output(FixedGaussianProblem(
+                v, group, positions, query_positions, lengths, padding, opts.ratio, opts.std
+            ))  # fmt: skip
 
         return StepPlan.of(problem, run)
 

@@ -131,11 +131,16 @@ def _versions(k: Tensor, v: Tensor) -> tuple[int, int] | None:
 
 
 def keep(state: dict, plan: StepPlan | None) -> None:
-    """Keep ``plan`` for the next steps of this decoding run (None: forget the last one)."""
-    if plan is None or plan.versions is None or plan.query_shape[2] != 1:
-        state.pop(PLAN_KEY, None)  # plans are for one-query steps of tensors with versions
-    else:
-        state[PLAN_KEY] = plan
+    """Keep ``plan`` for the next steps of this decoding run (None, or plans switched off:
+    forget the last one). A plan for the last plan's source, or for the tensors beam search
+    moved it to, takes over its group of equal rows (found once per decoding run)."""
+    last = state.pop(PLAN_KEY, None)
+    if plan is None or not ENABLED or plan.versions is None or plan.query_shape[2] != 1:
+        return  # plans are for one-query steps of tensors with versions
+    if last is not None and last._group is not None and last.key_group == plan.key_group:
+        if last.k is plan.k or (last.moved and _alike(plan.k, last.k)):
+            plan._group = last._group
+    state[PLAN_KEY] = plan
 
 
 def run_kept(state: dict, q: Tensor, k: Tensor, v: Tensor, padding: Tensor | None,

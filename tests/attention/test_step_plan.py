@@ -6,6 +6,8 @@ sends the call back to the pipeline."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from helpers.attention import GMM_APPROX_SPECS, make_attention, padding_mask
@@ -361,3 +363,23 @@ def test_relative_steps_the_shortcut_leaves_to_the_pipeline(case, monkeypatch):
     with torch.set_grad_enabled(case == "gradients"):
         local_attention(attn, q, k, v, key_padding_mask=pad, need_weights=case == "weights")
     assert calls.count == 1
+
+
+def test_a_new_plan_for_the_same_or_moved_source_takes_over_its_groups(monkeypatch):
+    """The groups of equal source rows are found once per decoding run: a plan kept for the
+    same keys, or for the ones a reorder within groups moved them to, takes them over."""
+    attn, x, q, k, v, pad, state = step_problem_inputs()
+    found = []
+    real = step_plan.source_group
+    monkeypatch.setattr(step_plan, "source_group", lambda *a: found.append(1) or real(*a))
+    reorder_buffer(state, torch.tensor([0, 1, 2]), cross_attention=True, shares_source=False)
+    first = state[step_plan.PLAN_KEY]
+    assert found == [1] and first._group == 1 and first.moved
+    moved_k, moved_v = k.clone(), v.clone()
+    step_plan.keep(state, replace(first, k=moved_k, v=moved_v))
+    assert state[step_plan.PLAN_KEY]._group == 1 and found == [1]
+    step_plan.keep(state, replace(first, k=k[:1], v=v[:1]))
+    assert state[step_plan.PLAN_KEY]._group is None  # another source: groups not known
+    monkeypatch.setattr(step_plan, "ENABLED", False)
+    step_plan.keep(state, first)
+    assert step_plan.PLAN_KEY not in state  # plans off: none kept

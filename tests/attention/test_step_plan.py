@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from helpers.attention import GMM_APPROX_SPECS, make_attention, padding_mask
+from helpers.attention import GMM_APPROX_SPECS, PlanRuns, make_attention, padding_mask
 
 from localnmt.attention import dispatch, shared_source, step_plan
 from localnmt.attention.incremental import reorder_buffer
@@ -20,21 +20,6 @@ E, H, B, TQ, TK = 16, 4, 3, 6, 9
 #: Every method that plans its steps, and GMM variants whose steps are not planned.
 PLANNED = ["hardcoded_gaussian", "hardcoded_gaussian[ratio=1.5,std=0.7]", *GMM_APPROX_SPECS]
 NOT_PLANNED = ["gmm[variant=norm]", "gmm[variant=synthesis]", "gmm[heads=1-2]"]
-
-
-class PlanRuns:
-    """Counts the steps a kept plan ran (``monkeypatch`` around :func:`step_plan.run_kept`)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch):
-        self.count = 0
-        real = step_plan.run_kept
-
-        def counted(*args, **kwargs):
-            out = real(*args, **kwargs)
-            self.count += out is not None
-            return out
-
-        monkeypatch.setattr(step_plan, "run_kept", counted)
 
 
 def decode(attn: LocalAttention, x, src, pad, plans: bool, monkeypatch, reorder=None,

@@ -124,22 +124,14 @@ def test_without_step_shortcuts_every_step_builds_its_problem(capsys, monkeypatc
 def test_beam_search_generate_runs_the_plans(capsys, monkeypatch):
     """``--beams 2``: beam search's generate, whose cross-attention steps after the first run
     the kept plans (the reorders move each source row within its sentence)."""
-    from localnmt.attention import step_plan
+    from helpers.attention import PlanRuns
 
-    ran = []
-    real = step_plan.run_kept
-
-    def counted(*args):
-        out = real(*args)
-        ran.append(out is not None)
-        return out
-
-    monkeypatch.setattr(step_plan, "run_kept", counted)
+    runs = PlanRuns(monkeypatch)
     hf_attention.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "8",
                        "--new-tokens", "3", "--repeats", "1", "--families", "hardcoded_gaussian",
                        "--beams", "2"])  # fmt: skip
     assert "beams 2" in capsys.readouterr().out.splitlines()[0]
-    assert any(ran)
+    assert runs.count > 0
 
 
 def test_work_counts_the_linear_layers_products_and_not_attentions():

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from localnmt.attention import dispatch
+from localnmt.attention import dispatch, step_plan
 from localnmt.attention.pipeline import LocalAttention
 from localnmt.check.layer_runs import (  # noqa: F401  (the tests' builders too)
     LOW_PRECISION_TOLERANCE,
@@ -217,3 +217,19 @@ def assert_layer_kernels_agree(
     for got in results[1:]:
         for a, b in zip(got, results[0], strict=True):
             torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+class PlanRuns:
+    """Counts the decoding steps a kept step plan ran (``monkeypatch`` around
+    :func:`localnmt.attention.step_plan.run_kept`)."""
+
+    def __init__(self, monkeypatch: Any):
+        self.count = 0
+        real = step_plan.run_kept
+
+        def counted(*args, **kwargs):
+            out = real(*args, **kwargs)
+            self.count += out is not None
+            return out
+
+        monkeypatch.setattr(step_plan, "run_kept", counted)

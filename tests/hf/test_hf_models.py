@@ -259,18 +259,12 @@ def test_planned_decoding_steps_change_nothing(cross: str, beams: int, monkeypat
     the first step, in greedy and in beam search (whose reorders move each hypothesis's
     source within its sentence): the sequences and scores of the whole pipeline, and of
     generating without the cache."""
+    from helpers.attention import PlanRuns
+
     from localnmt.attention import step_plan
 
     model = local_model(specs={"cross": cross})
-    ran = []
-    real = step_plan.run_kept
-
-    def counted(*args):
-        out = real(*args)
-        ran.append(out is not None)
-        return out
-
-    monkeypatch.setattr(step_plan, "run_kept", counted)
+    ran = PlanRuns(monkeypatch)
     ids, mask = source_batch()
     runs = {}
     for plans in (True, False):
@@ -279,7 +273,7 @@ def test_planned_decoding_steps_change_nothing(cross: str, beams: int, monkeypat
                                      min_new_tokens=6, num_beams=beams, do_sample=False,
                                      output_scores=True, return_dict_in_generate=True)  # fmt: skip
         if plans:
-            assert sum(ran) == 5 * model.config.decoder_layers  # every step after the first
+            assert ran.count == 5 * model.config.decoder_layers  # every step after the first
     assert torch.equal(runs[True].sequences, runs[False].sequences)
     assert all(torch.equal(a, b) for a, b in zip(runs[True].scores, runs[False].scores))
     assert_cache_changes_nothing(model, beams=beams)

@@ -175,7 +175,9 @@ def _paths() -> dict[str, tuple[object, str]]:
             "step_shortcuts": (step_plan, "ENABLED")}  # fmt: skip
 
 
-def _without(fn: Callable[[], None], name: str) -> Callable[[], None]:
+def without(fn: Callable[[], None], name: str) -> Callable[[], None]:
+    """``fn`` run with kernel ``name`` out of its registry, or the named path (:func:`_paths`)
+    turned off (``--without``)."""
     paths = _paths()
 
     def run() -> None:
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         step, gen = step_and_generate(model, inputs, args.new_tokens, dtype, args.beams)
         steps, gens = {"ref": ref_step, "m": step}, {"ref": ref_gen, "m": gen}
         if args.without and family != CONTROL:
-            steps["w"], gens["w"] = (_without(fn, args.without) for fn in (step, gen))
+            steps["w"], gens["w"] = (without(fn, args.without) for fn in (step, gen))
         t = interleaved(steps, device, warmup=1, repeats=args.repeats)
         g = interleaved(gens, device, warmup=1, repeats=args.repeats)
         line = f"{family:20s} {median_ratio(t['ref'], t['m']):10.2f} "

@@ -12,6 +12,7 @@ every head::
 
     python -m bench.hf_calls
     python -m bench.hf_calls --families rel_pos gmm --dim 512 --layers 6
+    python -m bench.hf_calls --families gmm --without step_shortcuts
 
 :mod:`bench.hf_attention` times whole models, where a gap is spread over every layer and the
 rest of the model; this shows what one call costs, the pipeline's Python included.
@@ -29,7 +30,7 @@ from typing import Any
 
 import torch
 
-from bench.hf_attention import add_model_arguments, batch, build, placed
+from bench.hf_attention import add_model_arguments, batch, build, kernel_names, placed, without
 from bench.measure import interleaved
 
 
@@ -114,26 +115,36 @@ def main(argv: list[str] | None = None) -> None:
     add_model_arguments(parser)
     parser.add_argument("--calls", type=int, default=200, help="calls per timing")
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--without", metavar="KERNEL", choices=kernel_names(), default=None,
+                        help="also time localnmt's function with this kernel out of its "
+                        "registry, or this path off (as bench.hf_attention --without): the "
+                        "column 'without µs'")  # fmt: skip
     args = parser.parse_args(argv)
     inputs = batch(args)
     policy = os.environ.get("OMP_WAIT_POLICY") or "torch's default"
     print(f"cpu, float32, {args.dim}-dim, {args.layers}+{args.layers} layers, batch "
           f"{args.batch}, load {os.getloadavg()[0]:.2f}, torch threads "
           f"{torch.get_num_threads()} (OpenMP wait policy: {policy})")  # fmt: skip
+    extra = f" {'without µs':>10s}" if args.without else ""
     print(f"{'family':20s} {'site':13s} {'call':9s} {'keys':>4s} {'localnmt µs':>11s} "
-          f"{'sdpa µs':>8s} {'ratio':>6s}   (sdpa time / localnmt time)")  # fmt: skip
+          f"{'sdpa µs':>8s} {'ratio':>6s}{extra}   (sdpa time / localnmt time)")  # fmt: skip
     device = torch.device("cpu")
     for family in args.families:
         model = localnmt.hf.apply(copy.deepcopy(build(args)), **placed(family, "all", args.layers))
         kept = kept_calls(model, inputs, args.new_tokens)
         for (site, shape), call in sorted(kept.items()):
+            fns = timed_pair(call, args.calls)
+            if args.without:
+                fns["without"] = without(fns["localnmt"], args.without)
             with torch.no_grad():
-                times = interleaved(timed_pair(call, args.calls), device, warmup=1,
-                                    repeats=args.repeats)  # fmt: skip
+                times = interleaved(fns, device, warmup=1, repeats=args.repeats)
             ours, theirs = (statistics.median(times[k]) / args.calls * 1e6
                             for k in ("localnmt", "sdpa"))  # fmt: skip
+            column = ""
+            if args.without:
+                column = f" {statistics.median(times['without']) / args.calls * 1e6:10.1f}"
             print(f"{family:20s} {site:13s} {shape:9s} {call.keys:4d} {ours:11.1f} "
-                  f"{theirs:8.1f} {theirs / ours:6.2f}")  # fmt: skip
+                  f"{theirs:8.1f} {theirs / ours:6.2f}{column}")  # fmt: skip
     print(f"load {os.getloadavg()[0]:.2f}")
 
 

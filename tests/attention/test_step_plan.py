@@ -368,3 +368,34 @@ def test_a_new_plan_for_the_same_or_moved_source_takes_over_its_groups(monkeypat
     monkeypatch.setattr(step_plan, "ENABLED", False)
     step_plan.keep(state, first)
     assert step_plan.PLAN_KEY not in state  # plans off: none kept
+
+
+@pytest.mark.parametrize("spec", ["hardcoded_gaussian", "gmm[k=3]"])
+def test_the_plain_pytorch_layers_decode_alike_with_and_without_shortcuts(spec, monkeypatch):
+    """``LocalSelfAttention`` (relative positions, causal) and ``LocalCrossAttention`` step by
+    step with one cache, beam reorders within sentences between steps: bit for bit the same
+    with the shortcuts and plans as through the pipeline, and the plans ran."""
+    from localnmt.attention.layers import LocalCrossAttention, LocalSelfAttention, reorder_cache
+
+    torch.manual_seed(0)
+    memory = torch.randn(3, TK, E).repeat_interleave(2, 0)
+    pad = padding_mask([TK, TK, 4, 4, TK - 2, TK - 2], TK, "right")
+    x = torch.randn(6, TQ, E)
+    cross = LocalCrossAttention(E, H, spec).eval()
+    own = LocalSelfAttention(E, H, "rel_pos[clip=2]", causal=True).eval()
+    layers = torch.nn.ModuleList([own, cross])
+    runs = PlanRuns(monkeypatch)
+    outs = []
+    for shortcuts in (True, False):
+        monkeypatch.setattr(step_plan, "ENABLED", shortcuts)
+        cache: dict = {}
+        steps = []
+        with torch.no_grad():
+            for t in range(TQ):
+                if t in (2, 4):
+                    reorder_cache(layers, cache, torch.tensor([1, 0, 3, 2, 4, 5]))
+                y = own(x[:, t : t + 1], cache=cache)
+                steps.append(cross(y, memory, memory_padding_mask=pad, cache=cache))
+        outs.append(torch.cat(steps, dim=1))
+    assert runs.count == TQ - 1
+    torch.testing.assert_close(outs[0], outs[1], atol=0, rtol=0)

@@ -190,3 +190,28 @@ def test_hf_calls_times_each_site_at_a_step_and_over_a_sequence(capsys):
     assert rows[("gmm", "cross", "step")][0] == 12  # the source
     assert all(ours > 0 and theirs > 0 for _, ours, theirs in rows.values())
     assert AttentionInterface._global_mapping[NAME] is localnmt_attention  # registered back
+
+
+def test_hf_calls_without_step_shortcuts_times_the_pipeline_too(capsys, monkeypatch):
+    """``--without step_shortcuts``: a column of the same kept calls with every call through
+    the whole pipeline (the kept plan's step builds its problem there, not in the others)."""
+    from bench import hf_calls
+    from localnmt.attention import step_plan
+    from localnmt.attention.pipeline import LocalAttention
+
+    built = {True: 0, False: 0}
+    real = LocalAttention._problem
+
+    def counted(attention, *args, **kwargs):
+        built[step_plan.ENABLED] += attention.encoder_decoder_attention
+        return real(attention, *args, **kwargs)
+
+    monkeypatch.setattr(LocalAttention, "_problem", counted)
+    hf_calls.main(["--dim", "16", "--layers", "1", "--batch", "2", "--length", "12",
+                   "--new-tokens", "4", "--calls", "3", "--repeats", "1",
+                   "--families", "hardcoded_gaussian", "--without", "step_shortcuts"])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert "without µs" in lines[1]
+    step = next(li for li in lines if li.startswith("hardcoded_gaussian") and " step " in li)
+    assert re.match(r"\S+\s+cross\s+step\s+12(\s+[\d.]+){4}$", step), step
+    assert step_plan.ENABLED and built[False] >= 3 * 2  # every timed call without, warm-up too

@@ -75,32 +75,34 @@ class HardcodedGaussian(AttentionModifier):
         call where built; the torch ops of :meth:`post_affine` otherwise), no dot product."""
         if not ctx.incremental or ctx.recording:
             return None
-        return fixed_gaussian_output(self._step_problem(ctx, problem))
+        return fixed_gaussian_output(
+            self._step_problem(problem.v, problem.key_group, self._source(ctx), ctx.query_positions)
+        )
 
     def step_plan(self, ctx: AttentionContext, problem: AttentionProblem) -> StepPlan | None:
         """The step of :meth:`fused_output` with the query positions left open (nothing
-        else of it depends on the step)."""
+        else of it depends on the step but the values, which the plan hands over)."""
         if not ctx.incremental or ctx.recording:
             return None
-        group, opts = problem.key_group, self.options
-        source = ctx.key_positions, ctx.key_lengths, ctx.key_padding_mask  # (B, ·) each
+        group, source = problem.key_group, self._source(ctx)
 
         def run(q: Tensor, k: Tensor, v: Tensor, query_positions: Tensor) -> Tensor:
-            positions, lengths, padding = source
-            return fixed_gaussian_output(FixedGaussianProblem(
-                v, group, positions, query_positions, lengths, padding, opts.ratio, opts.std
-            ))  # fmt: skip
+            return fixed_gaussian_output(self._step_problem(v, group, source, query_positions))
 
         return StepPlan.of(problem, run)
 
-    def _step_problem(
-        self, ctx: AttentionContext, problem: AttentionProblem
-    ) -> FixedGaussianProblem:
-        """``p_fixed @ V`` of this decoding step as the ``fixed gaussian`` kernels take it."""
-        return FixedGaussianProblem(
-            problem.v, problem.key_group, ctx.key_positions, ctx.query_positions,
-            ctx.key_lengths, ctx.key_padding_mask, self.options.ratio, self.options.std,
-        )  # fmt: skip
+    @staticmethod
+    def _source(ctx: AttentionContext) -> tuple[Tensor, Tensor, Tensor | None]:
+        """What a decoding step reads of the source: key positions ``(B, Tk)``, real lengths
+        ``(B, Tq)`` and padding ``(B, Tk)`` or None."""
+        return ctx.key_positions, ctx.key_lengths, ctx.key_padding_mask
+
+    def _step_problem(self, v: Tensor, key_group: int, source: tuple[Tensor, Tensor, Tensor | None],
+                      query_positions: Tensor) -> FixedGaussianProblem:  # fmt: skip
+        """``p_fixed @ V`` of a decoding step as the ``fixed gaussian`` kernels take it."""
+        positions, lengths, padding = source
+        return FixedGaussianProblem(v, key_group, positions, query_positions, lengths, padding,
+                                    self.options.ratio, self.options.std)  # fmt: skip
 
     def _fixed(self, ctx: AttentionContext) -> Tensor:
         """``p_ij`` of the module docstring, float32 ``(B, 1, Tq, Tk)``."""

@@ -49,6 +49,10 @@ WOULD_ACCEPT = "would also accept (lower priority)"
 #: generator; empty: it can). A check whose reasons depend on each other may give the one it
 #: found as a string (None: it can).
 Check = Callable[[P], "Iterable[str] | str | None"]
+#: A kernel's call prepared on one problem for later problems that differ from it only in
+#: their queries, keys and values, of the same shapes (the decoding steps of one run):
+#: ``(q, k, v) -> out``, or None where it declines them.
+PreparedCall = Callable[[Tensor, Tensor, Tensor], "Tensor | None"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,9 @@ class Kernel(Generic[P]):
     #: comes after the registry's common reason, before the check's, which then need not be
     #: asked of a problem that lacks it.
     requires: Callable[[P], str | None] | None = None
+    #: the kernel's :data:`PreparedCall` for a problem (None: none for it), which does the
+    #: checks of everything but the queries, keys and values once
+    prepare: Callable[[P], PreparedCall | None] | None = None
 
 
 def found_reasons(found: Iterable[str] | str | None, every: bool = True) -> list[str]:
@@ -200,6 +207,31 @@ def kernel_removed(name: str) -> Iterator[None]:
         registry.arrange(order)
 
 
+def untraced() -> bool:
+    """Whether no kernel is forced and no dispatch is traced or logged now: a
+    :class:`PreparedKernel` may run."""
+    return _forced is None and _ACTIVE.get() is None and not logger.isEnabledFor(logging.DEBUG)
+
+
+@dataclass(frozen=True)
+class PreparedKernel:
+    """The kernel a registry chose for a problem, prepared for later problems that differ from
+    it only in their queries, keys and values (:meth:`KernelRegistry.prepared`)."""
+
+    registry: KernelRegistry
+    revision: int
+    kernel: str
+    call: PreparedCall
+
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor | None:
+        """The kernel's output on these tensors, or None (the caller dispatches the whole
+        problem): the registry changed since, a kernel is forced, dispatches are traced or
+        logged (they see each call), or the kernel declines them."""
+        if self.registry.revision != self.revision or not untraced():
+            return None
+        return self.call(q, k, v)
+
+
 def forced_name() -> str | None:
     """The kernel (or reference path) forced now, or None: the automatic choice."""
     return _forced
@@ -233,6 +265,8 @@ class KernelRegistry(Generic[P]):
         self.op, self.reference_name, self.reference = op, reference_name, reference
         self.describe, self.common_reason = describe, common_reason
         self._kernels: list[Kernel[P]] = []
+        #: counts the changes of the kernels or their order (a prepared kernel checks it)
+        self.revision = 0
         _REGISTRIES.append(self)
 
     def register(
@@ -243,12 +277,14 @@ class KernelRegistry(Generic[P]):
         shares_source: bool = False,
         relative_values: bool = False,
         requires: Callable[[P], str | None] | None = None,
+        prepare: Callable[[P], PreparedCall | None] | None = None,
     ) -> Callable[[Callable[[P], Tensor | Declined | None]], Callable]:
         """Decorator on a kernel's ``run``: add it, after the kernels registered before (a
         kernel of the same name is replaced in its place); :meth:`arrange` sets the order."""
 
         def wrap(run: Callable[[P], Tensor | Declined | None]) -> Callable:
-            kernel = Kernel(name, run, check, shares_source, relative_values, requires)
+            kernel = Kernel(name, run, check, shares_source, relative_values, requires, prepare)
+            self.revision += 1
             names = self.names()
             if name in names:
                 self._kernels[names.index(name)] = kernel
@@ -268,10 +304,12 @@ class KernelRegistry(Generic[P]):
                 f"registered kernel once ({registered})"
             )
         self._kernels = [self.kernel(name) for name in order]
+        self.revision += 1
 
     def unregister(self, name: str) -> None:
         """Remove kernel ``name`` (tests, experiments)."""
         self._kernels = [k for k in self._kernels if k.name != name]
+        self.revision += 1
 
     def names(self, reference: bool = False) -> list[str]:
         """Kernel names in the order tried (and the reference path's, last)."""
@@ -358,6 +396,21 @@ class KernelRegistry(Generic[P]):
             if notes_token is not None:
                 _NOTES.reset(notes_token)
         return out
+
+    def prepared(self, problem: P) -> PreparedKernel | None:
+        """The kernel :meth:`run` would give ``problem`` to, prepared for later problems that
+        differ from it only in their queries, keys and values (the steps of one decoding run):
+        its checks of everything else done once. None where a kernel is forced, dispatches
+        are traced or logged, the first kernel whose checks take the problem has no prepared
+        form for it, or no kernel takes it."""
+        if not untraced():
+            return None
+        for kernel in self._kernels:
+            if not self.reasons(kernel, problem, every=False):
+                call = None if kernel.prepare is None else kernel.prepare(problem)
+                return None if call is None else PreparedKernel(self, self.revision,
+                                                                kernel.name, call)  # fmt: skip
+        return None
 
     def note_reference(self, problem: P, why: str) -> None:
         """Record that the caller took the reference path itself, and why (a no-op when

@@ -6,6 +6,7 @@ sends the call back to the pipeline."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ import torch
 from helpers.attention import GMM_APPROX_SPECS, PlanRuns, make_attention, padding_mask
 
 from localnmt.attention import dispatch, shared_source, step_plan
+from localnmt.attention.fast.native import gmm_step
 from localnmt.attention.incremental import reorder_buffer
 from localnmt.attention.pipeline import LocalAttention
 
@@ -23,14 +25,15 @@ NOT_PLANNED = ["gmm[variant=norm]", "gmm[variant=synthesis]", "gmm[heads=1-2]"]
 
 
 def decode(attn: LocalAttention, x, src, pad, plans: bool, monkeypatch, reorder=None,
-           **call) -> tuple[torch.Tensor, list[str]]:  # fmt: skip
+           traced: bool = True, **call) -> tuple[torch.Tensor, list[str]]:  # fmt: skip
     """Step-by-step outputs ``(TQ, B, E)`` through fairseq's incremental interface, with
-    plans on or off, and the kernel of every traced call; ``reorder(step)`` gives beam
-    search's new order before that step (or None)."""
+    plans on or off, and the kernel of every traced call (``traced`` False: none traced, so
+    that prepared kernels run); ``reorder(step)`` gives beam search's new order before that
+    step (or None)."""
     monkeypatch.setattr(step_plan, "ENABLED", plans)
     state: dict = {}
     outs = []
-    with torch.no_grad(), dispatch.trace() as seen:
+    with torch.no_grad(), dispatch.trace() if traced else nullcontext() as seen:
         for t in range(x.size(0)):
             order = None if reorder is None else reorder(t)
             if order is not None:
@@ -38,7 +41,7 @@ def decode(attn: LocalAttention, x, src, pad, plans: bool, monkeypatch, reorder=
             out, _ = attn(x[t : t + 1], src, src, key_padding_mask=pad, incremental_state=state,
                           static_kv=True, need_weights=False, **call)  # fmt: skip
             outs.append(out[0])
-    return torch.stack(outs), [c.kernel for c in seen.calls]
+    return torch.stack(outs), [] if seen is None else [c.kernel for c in seen.calls]
 
 
 def inputs(side: str | None, batch: int = B, seed: int = 1):
@@ -60,6 +63,43 @@ def test_planned_steps_are_the_pipelines_bit_for_bit(spec, side, monkeypatch):
     assert runs.count == TQ - 1
     torch.testing.assert_close(planned, whole, atol=0, rtol=0)
     assert kernels == whole_kernels  # the trace sees the same registry calls
+
+
+class PreparedRuns:
+    """Counts the steps a prepared kernel computed (``dispatch.PreparedKernel``)."""
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        real = dispatch.PreparedKernel.__call__
+
+        def counted(prepared, q, k, v):
+            out = real(prepared, q, k, v)
+            self.count += out is not None
+            return out
+
+        monkeypatch.setattr(dispatch.PreparedKernel, "__call__", counted)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("spec", GMM_APPROX_SPECS)
+def test_untraced_gmm_plans_run_the_prepared_step_bit_for_bit(spec, shared, monkeypatch):
+    """Not traced, a GMM plan runs its step kernel prepared (the source's and the predictors'
+    checks done once): through beam search's reorders within sentences, with keys shared by
+    the hypotheses or moved to new tensors, every step is the pipeline's, bit for bit."""
+    beam = 2
+    attn = make_attention("cross", spec, embed_dim=E, heads=H)
+    x, src, pad = inputs("left", batch=3)
+    src, pad = src.repeat_interleave(beam, dim=1), pad.repeat_interleave(beam, dim=0)
+    x = torch.randn(TQ, 3 * beam, E)
+    monkeypatch.setattr(shared_source, "ENABLED", shared)
+    swap = torch.tensor([1, 0, 2, 3, 5, 4])
+    prepared = PreparedRuns(monkeypatch)
+    planned, _ = decode(attn, x, src, pad, True, monkeypatch,
+                        lambda t: swap if t in (2, 3) else None, traced=False)  # fmt: skip
+    assert prepared.count == (TQ - 1 if gmm_step.ENABLED else 0)
+    whole, _ = decode(attn, x, src, pad, False, monkeypatch,
+                      lambda t: swap if t in (2, 3) else None, traced=False)  # fmt: skip
+    torch.testing.assert_close(planned, whole, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("spec", NOT_PLANNED)

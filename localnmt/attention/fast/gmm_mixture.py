@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from localnmt.attention.deferred import Deferred, stored
-from localnmt.attention.dispatch import Declined, note
+from localnmt.attention.dispatch import Declined, PreparedCall, note
 from localnmt.attention.fast.native import c_gmm_mixture as c_mixture
 from localnmt.attention.fast.native import gmm_step as c_step
 from localnmt.attention.mixture import REGISTRY as MIXTURE_REGISTRY
@@ -97,7 +97,31 @@ def _whole_step_check(problem: MixtureStepProblem) -> str | None:
     return None
 
 
-@register_step_kernel("gmm_c_attention", check=_whole_step_check)
+def _prepared_whole_step(problem: MixtureStepProblem) -> PreparedCall | None:
+    """:func:`gmm_c_attention` with the predictors in C, prepared for the later steps of the
+    decoding run (``fast/native/gmm_step.py``: the source's and the weights' checks done once);
+    None where the predictors' outputs are given or already built."""
+    attention, mixture = problem.attention, problem.mixture
+    given = stored(mixture, "outputs")
+    if not (PREDICTORS_IN_C and problem.predictors is not None):
+        return None
+    if not isinstance(given, Deferred) or given.built:
+        return None
+    assert mixture.layout is not None
+    step = c_step.prepare_step(
+        mixture.layout, attention.q, attention.k, attention.key_group, mixture.positions,
+        mixture.length, mixture.real, problem.predictors,
+    )  # fmt: skip
+    if step is None:
+        return None
+
+    def run(q: Tensor, k: Tensor, v: Tensor) -> Tensor | None:
+        return step(q, k, v) if PREDICTORS_IN_C else None
+
+    return run
+
+
+@register_step_kernel("gmm_c_attention", check=_whole_step_check, prepare=_prepared_whole_step)
 def gmm_c_attention(problem: MixtureStepProblem) -> Tensor | Declined:
     """The output of a decoding step: α from the logits, γ of eq. 13 and ``γ @ V`` in one C
     call (``fast/native/gmm_step.py``)."""

@@ -47,6 +47,7 @@ from localnmt.attention.deferred import Deferred
 from localnmt.attention.fast.autograd.predictor_gemms import BankShape, bank_outputs
 from localnmt.attention.mixture import (  # noqa: F401  (EXP_FLOOR, MixtureSum: re-exported)
     EXP_FLOOR,
+    STEP_REGISTRY,
     MixtureParams,
     MixtureProblem,
     MixtureStepProblem,
@@ -375,8 +376,13 @@ class GaussianMixture(AttentionModifier):
         # the last step's problem, its positions left out (no band or bias reads them here):
         # each run replaces its tensors, so that it keeps no earlier source alive
         last = [replace(problem, positions=None)]
+        # the step kernel, its checks of the source and the weights done once (not traced)
+        prepared = STEP_REGISTRY.prepared(self._step_problem(None, last[0], sources, weights))
 
         def run(q: Tensor, k: Tensor, v: Tensor, query_positions: Tensor) -> Tensor:
+            out = None if prepared is None else prepared(q, k, v)
+            if out is not None:
+                return out
             last[0] = step = replace(last[0], q=q, k=k, v=v)
             return gmm_step_output(self._step_problem(None, step, sources, weights))
 

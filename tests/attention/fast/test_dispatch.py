@@ -255,3 +255,69 @@ def test_kernel_removed_takes_one_kernel_out_and_puts_it_back_in_its_place():
     assert mixture.REGISTRY.names() == order
     with pytest.raises(ValueError, match="unknown kernel 'nope'"), dispatch.kernel_removed("nope"):
         pass
+
+
+def _toy_registry() -> tuple[dispatch.KernelRegistry, list[str]]:
+    """A registry of integer problems (tensors of that many elements): kernel ``odd`` takes odd
+    sizes and has no prepared form, ``any`` takes every size, prepared or not."""
+    ran: list[str] = []
+    toy: dispatch.KernelRegistry = dispatch.KernelRegistry(
+        "toy", reference_name="toy_reference", reference=lambda p: torch.zeros(p),
+        describe=str,
+    )  # fmt: skip
+    dispatch._REGISTRIES.remove(toy)  # not one of the package's registries
+
+    def prepare(problem: int):
+        def call(q, k, v):
+            ran.append(f"prepared {problem}")
+            return q + k + v
+
+        return call
+
+    toy.register("odd", check=lambda p: None if p % 2 else "even")(
+        lambda p: ran.append("odd") or torch.ones(p)
+    )
+    toy.register("any", prepare=prepare)(lambda p: ran.append("any") or torch.ones(p))
+    return toy, ran
+
+
+def test_a_prepared_kernel_is_the_one_the_dispatch_would_choose():
+    toy, ran = _toy_registry()
+    one = torch.ones(2)
+    assert toy.prepared(3) is None  # its kernel, ``odd``, has no prepared form
+    prepared = toy.prepared(2)
+    assert prepared is not None and prepared.kernel == "any"
+    torch.testing.assert_close(prepared(one, one, one), torch.full((2,), 3.0))
+    assert ran == ["prepared 2"]  # the checks were asked once, the kernel's run never
+    toy.unregister("any")
+    assert toy.prepared(2) is None  # nothing takes it: the reference path has no prepared form
+
+
+@pytest.mark.parametrize("then", ["traced", "forced", "logged", "registry changed"])
+def test_a_prepared_kernel_stands_aside_where_calls_must_be_seen(then, caplog):
+    """Traced, logged or forced dispatches see every call, and a registry changed since may
+    choose another kernel: the prepared call answers None, and its caller dispatches."""
+    toy, ran = _toy_registry()
+    one = torch.ones(2)
+    prepared = toy.prepared(2)
+    assert prepared is not None
+    with dispatch.trace():
+        assert toy.prepared(2) is None
+    with dispatch.forced_kernel("sdpa"):
+        assert toy.prepared(2) is None
+    with caplog.at_level(logging.DEBUG, logger="localnmt.attention.dispatch"):
+        assert toy.prepared(2) is None
+    if then == "registry changed":
+        toy.arrange(["any", "odd"])
+        assert prepared(one, one, one) is None
+        assert toy.prepared(2) is not None  # prepared again, for the new order
+    else:
+        ctx = {
+            "traced": dispatch.trace(),
+            "forced": dispatch.forced_kernel("sdpa"),
+            "logged": caplog.at_level(logging.DEBUG, logger="localnmt.attention.dispatch"),
+        }[then]
+        with ctx:
+            assert prepared(one, one, one) is None
+        assert prepared(one, one, one) is not None
+    assert ran.count("prepared 2") == (then != "registry changed")

@@ -346,3 +346,48 @@ def test_whole_step_declines_what_it_cannot_take():
         ):
             assert step(**bad) is None, bad
     assert step(q=q.requires_grad_()) is None  # autograd: the torch ops
+
+
+@needs_extension
+def test_a_prepared_step_is_attention_step_on_each_steps_tensors():
+    """``prepare_step`` checks the source and the layout once; each call then takes its own
+    queries, keys, values and raw outputs: bit for bit ``attention_step``'s output on them,
+    and None for what ``attention_step`` declines."""
+    layout = PredictorLayout.of(("mu", "sigma", "omega", "gate"), (4, 4, 4, 1), 4, "gate",
+                                0.5)  # fmt: skip
+    b, h, tk, d = 4, 3, 5, 8
+    positions = torch.arange(tk).float().add(0.5).expand(b, tk)
+    length = torch.full((b, 1, 1, 1), float(tk))
+    real = torch.ones(b, tk, dtype=torch.bool)
+    real[1, 3:] = False
+
+    def tensors(seed: int):
+        torch.manual_seed(seed)
+        return (torch.randn(b, h, 1, d), torch.randn(b, h, tk, d), torch.randn(b, h, tk, d),
+                torch.randn(b, h, 1, 16))  # fmt: skip
+
+    q, k, v, outputs = tensors(0)
+    step = gmm_step.prepare_step(layout, q, k, 1, positions, length, real)
+    assert step is not None
+    with torch.no_grad():
+        for seed in (1, 2):
+            q, k, v, outputs = tensors(seed)
+            expected = gmm_step.attention_step(layout, q, k, v, 1, outputs, positions, length,
+                                               real)  # fmt: skip
+            torch.testing.assert_close(step(q, k, v, outputs), expected, atol=0, rtol=0)
+        strided = torch.randn(b, h, tk, 2 * d)[..., ::2]  # not contiguous: copied
+        strided.copy_(k)
+        torch.testing.assert_close(step(q, strided, v, outputs), step(q, k, v, outputs))
+        for bad in (
+            (torch.randn(b, h, 2, d), k, v, outputs),  # two queries
+            (q, k[:, :, :-1], v[:, :, :-1], outputs),  # a source of another length
+            (q, k, v[:, :, :-1], outputs),  # values unlike the keys
+            (q.double(), k.double(), v.double(), outputs),
+            (q, k, v, outputs[:2]),
+            (q, k, v, None),  # prepared without the predictors: the outputs are needed
+        ):
+            assert step(*bad) is None
+    assert step(q.requires_grad_(), k, v, outputs) is None  # autograd: the torch ops
+    assert gmm_step.prepare_step(layout, q[:, :, :0], k, 1, positions, length, real) is None
+    assert gmm_step.prepare_step(layout, q, k, 1, positions.double(), length, real) is None
+    assert gmm_step.prepare_step(layout, q, k, 1, positions, length, real.float()) is None

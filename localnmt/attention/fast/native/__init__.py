@@ -92,11 +92,10 @@ def has_memory(t: Tensor) -> bool:
 def cpu_float32(*tensors: Tensor | None) -> bool:
     """Whether every given tensor (None skipped) is float32 on the CPU, plain, with memory
     (:func:`has_memory`): what the C kernels read by address."""
-    return all(
-        t.device.type == "cpu" and t.dtype == torch.float32 and has_memory(t)
-        for t in tensors
-        if t is not None
-    )
+    for t in tensors:  # a plain loop, ``is_cpu``: called at every decoding step
+        if t is not None and not (t.is_cpu and t.dtype is torch.float32 and has_memory(t)):
+            return False
+    return True
 
 
 def view_of(t: Tensor) -> tuple[int, int, int, int]:

@@ -23,6 +23,8 @@ post stage, the product with the values: about ten torch ops and their Python ar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -95,48 +97,98 @@ def attention_step(layout: PredictorLayout, q: Tensor, k: Tensor, v: Tensor, key
     d)``, ``positions`` j ``(B, Tk)``, ``length`` J ``(B, 1, 1, 1)``, ``real`` ``(B, Tk)`` bool
     or None. With ``predictors`` (and ``outputs`` None) the raw outputs are computed in the
     same call from ``q`` (``csrc/gmm_predict.h``). None where declined (the dense path runs)."""
-    if not ENABLED or layout.k > MAX_K or (outputs is None) == (predictors is None):
+    if (outputs is None) == (predictors is None):
         return None
-    given = () if outputs is None else (outputs,)
+    step = prepare_step(layout, q, k, key_group, positions, length, real, predictors)
+    return None if step is None else step(q, k, v, outputs)
+
+
+@dataclass(frozen=True)
+class PreparedStep:
+    """:func:`attention_step` with everything but ``q``, ``k``, ``v`` and the raw outputs
+    checked once (:func:`prepare_step`): the steps of one decoding run differ only in those.
+    Holds the source's positions, lengths and padding and the predictors' weights, not the
+    keys and values."""
+
+    query_shape: torch.Size
+    key_shape: torch.Size
+    #: the C call's arguments of the source: positions, lengths, padding, sizes
+    source: tuple
+    #: the predictors' output width (0: raw outputs given, their width with each step)
+    width: int
+    #: the C call's arguments of the layout (eq. 10-14)
+    layout: tuple
+    #: the predictors' weights' addresses and hidden size, or zeros (raw outputs given)
+    fused: tuple
+    #: the tensors behind the addresses (kept alive), and whether any asks for gradients
+    kept: tuple[Tensor, ...]
+    kept_need_grad: bool
+
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, outputs: Tensor | None = None
+                 ) -> Tensor | None:  # fmt: skip
+        """The step's output, or None where declined (the dense path runs)."""
+        if not ENABLED or (outputs is None) != (self.fused[0] != 0):
+            return None
+        tensors = (q, k, v) if outputs is None else (q, k, v, outputs)
+        if torch.is_grad_enabled() and (
+            self.kept_need_grad or any(t.requires_grad for t in tensors)
+        ):
+            return None
+        if not cpu_float32(*tensors):
+            return None  # another device or dtype, torch.func transforms, tracing subclasses
+        if q.shape != self.query_shape or k.shape != self.key_shape or v.shape != k.shape:
+            return None
+        if outputs is not None:
+            if outputs.shape[:3] != q.shape[:3]:
+                return None
+            outputs = outputs.contiguous()
+        q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+        batch, heads, _, dim = q.shape
+        out = q.new_empty(batch, heads, 1, dim)
+        raw, width = (0, self.width) if outputs is None else (outputs.data_ptr(), outputs.size(-1))
+        args = (view_of(out), view_of(q), view_of(k), view_of(v), raw, *self.source, width,
+                *self.layout, *self.fused)  # fmt: skip
+        run_by_sentences(_gmm_step.attention_step, args, batch, None, TEAM)
+        return out
+
+
+def prepare_step(layout: PredictorLayout, q: Tensor, k: Tensor, key_group: int,
+                 positions: Tensor, length: Tensor, real: Tensor | None,
+                 predictors: StepWeights | None = None) -> PreparedStep | None:  # fmt: skip
+    """:func:`attention_step` prepared for steps with queries and keys of the shapes of ``q``
+    and ``k`` (raw outputs given with each step where ``predictors`` is None), or None where
+    it would decline any."""
+    if not ENABLED or layout.k > MAX_K:
+        return None
     weights = () if predictors is None else predictors.tensors()
-    tensors = (q, k, v, positions, length, *given, *weights)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return None
-    if not cpu_float32(*tensors) or not _readable(real):
+    if not cpu_float32(positions, length, *weights) or not _readable(real):
         return None  # another device or dtype, torch.func transforms, tracing subclasses
     batch, heads, tq, dim = q.shape
     tk = k.size(2)
-    if tq != 1 or k.shape != v.shape or k.shape != (batch // key_group, heads, tk, dim):
+    if tq != 1 or k.shape != (batch // key_group, heads, tk, dim) or batch % key_group:
         return None
-    if batch % key_group or length.numel() != batch or positions.shape != (batch, tk):
-        return None
-    if outputs is not None and outputs.shape[:3] != (batch, heads, 1):
+    if length.numel() != batch or positions.shape != (batch, tk):
         return None
     if predictors is not None and not predictors.fits(dim):
         return None
     if real is not None and (real.dtype != torch.bool or real.shape != (batch, tk)):
         return None
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     positions, length = positions.contiguous(), length.contiguous()
     if real is not None:
         real = real.contiguous()
-    if outputs is not None:
-        outputs = outputs.contiguous()
-        raw, width, fused = outputs.data_ptr(), outputs.size(-1), (0, 0, 0, 0, 0)
+    if predictors is None:
+        width, fused = 0, (0, 0, 0, 0, 0)
     else:
-        assert predictors is not None
-        raw, width = 0, predictors.width
-        fused = (*(t.data_ptr() for t in predictors.tensors()), predictors.hidden)
-    out = q.new_empty(batch, heads, 1, dim)
-    args = (
-        view_of(out), view_of(q), view_of(k), view_of(v), raw, positions.data_ptr(),
-        length.data_ptr(), 0 if real is None else real.data_ptr(), heads, tk, dim, key_group,
-        width, layout.k, layout.mu_col, layout.mu_n, layout.sigma_col, layout.sigma_n,
-        layout.omega_col, layout.gate_col, layout.fusion, layout.sigma_min, layout.fixed_gate,
-        *fused,
-    )  # fmt: skip
-    run_by_sentences(_gmm_step.attention_step, args, batch, None, TEAM)
-    return out
+        width = predictors.width
+        fused = (*(t.data_ptr() for t in weights), predictors.hidden)
+    source = (positions.data_ptr(), length.data_ptr(), 0 if real is None else real.data_ptr(),
+              heads, tk, dim, key_group)  # fmt: skip
+    constants = (layout.k, layout.mu_col, layout.mu_n, layout.sigma_col, layout.sigma_n,
+                 layout.omega_col, layout.gate_col, layout.fusion, layout.sigma_min,
+                 layout.fixed_gate)  # fmt: skip
+    kept = tuple(t for t in (positions, length, real, *weights) if t is not None)
+    return PreparedStep(q.shape, k.shape, source, width, constants, fused, kept,
+                        any(t.requires_grad for t in kept))  # fmt: skip
 
 
 def fixed_gaussian_step(v: Tensor, key_group: int, key_positions: Tensor, query_positions: Tensor,

@@ -102,6 +102,14 @@ class LocalAttention(MultiheadParameters):
             users = found[stage] = [m for m in self.modifiers if m.uses(stage)]
         return users
 
+    def _one_method(self) -> AttentionModifier | None:
+        """The layer's modifier where it has exactly one, else None (found once, as
+        :meth:`_uses`: a decoding step asks, and ``nn.ModuleList`` indexing is slow)."""
+        found = self.__dict__.setdefault("_stage_users", {})
+        if "_one" not in found:
+            found["_one"] = self.modifiers[0] if len(self.modifiers) == 1 else None
+        return found["_one"]
+
     def _shares_source(self) -> bool:
         """Whether this cross-attention may keep one key/value row per group of hypotheses
         with the same source (:mod:`localnmt.attention.shared_source`)."""
@@ -353,11 +361,12 @@ class LocalAttention(MultiheadParameters):
         shortcuts need (:meth:`_step_shortcut`): one method, and no weights, record, dropout,
         attention mask or fairseq's extra keys."""
         return (
-            len(self.modifiers) == 1
-            and not (need_weights or self.recording or self._dropout_p() > 0.0)
+            not (need_weights or self.recording)
             and attn_mask is None
+            and self._one_method() is not None
             and self.bias_k is None
             and not self.add_zero_attn
+            and self._dropout_p() == 0.0
         )
 
     def _step_shortcut(
@@ -384,13 +393,15 @@ class LocalAttention(MultiheadParameters):
             return step_plan.run_kept(state, q, k, v, key_padding_mask, query_offset, key_group)
         if key_padding_mask is not None or key_group != 1:
             return None
-        terms = self.modifiers[0].step_key_value_terms(k.size(2), k.device, state is not None)
+        method = self._one_method()
+        assert method is not None  # the caller asked _method_alone
+        terms = method.step_key_value_terms(k.size(2), k.device, state is not None)
         if terms is None:
             return None
         key_term, value_term = terms
-        problem = AttentionProblem(
-            site=self.site, q=q, k=k + key_term.to(k.dtype), v=v + value_term.to(v.dtype)
-        )
+        if key_term.dtype != k.dtype or value_term.dtype != v.dtype:
+            key_term, value_term = key_term.to(k.dtype), value_term.to(v.dtype)
+        problem = AttentionProblem(site=self.site, q=q, k=k + key_term, v=v + value_term)
         return fast_attention(problem)
 
     def _why_dense(

@@ -52,14 +52,25 @@ ENABLED = OPENMP and threads_sleep()
 _state = threading.local()  # torch's OpenMP thread count is per thread: so are depth and count
 
 
-@contextlib.contextmanager
-def one_thread_if_small(map_elements: int, device: torch.device) -> Iterator[None]:
+#: What :func:`one_thread_if_small` gives where the count stays (reusable: it keeps no state).
+_KEEP_THREADS = contextlib.nullcontext()
+
+
+def one_thread_if_small(
+    map_elements: int, device: torch.device
+) -> contextlib.AbstractContextManager[None]:
     """Run the block with ``torch.set_num_threads(1)`` if the map is small and on the CPU.
 
-    Nested blocks keep one saved count per calling thread: the outermost block restores it."""
-    if not ENABLED or device.type != "cpu" or map_elements > SMALL_MAP:
-        yield
-        return
+    Nested blocks keep one saved count per calling thread: the outermost block restores it.
+    Where the count stays (the rule off, another device, a large map) the block costs no
+    generator: every attention call asks."""
+    if not ENABLED or map_elements > SMALL_MAP or device.type != "cpu":
+        return _KEEP_THREADS
+    return _one_thread()
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
     depth = getattr(_state, "depth", 0)
     if depth == 0:
         _state.saved = torch.get_num_threads()

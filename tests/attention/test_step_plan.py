@@ -339,6 +339,29 @@ def test_relative_self_attention_steps_are_the_pipelines_bit_for_bit(spec, monke
     assert [c.kernel for c in short_trace.calls] == [c.kernel for c in whole_trace.calls]
 
 
+def test_relative_step_rows_follow_the_tables_and_the_length(monkeypatch):
+    """The step's table rows come from a longer gather kept between steps: they are the rows
+    of the step's own buckets at every length, past the kept one too, and after the tables
+    are written to (a training step between two decoding runs)."""
+    from localnmt.attention.methods import rel_pos
+
+    attn = make_attention("decoder_self", "rel_pos[clip=3]", embed_dim=E, heads=H)
+    method, cpu = attn.modifiers[0], torch.device("cpu")
+
+    def gathered(keys: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return method._rows(rel_pos._step_buckets(3, keys, cpu))
+
+    with torch.no_grad():
+        for keys in (1, 5, 64, 65, 200, 2):
+            for got, expected in zip(method.step_key_value_terms(keys, cpu, True),
+                                     gathered(keys)):  # fmt: skip
+                torch.testing.assert_close(got, expected, atol=0, rtol=0)
+        method.rel_key.weight.add_(1.0)
+        method.rel_value.weight.mul_(2.0)
+        for got, expected in zip(method.step_key_value_terms(9, cpu, True), gathered(9)):
+            torch.testing.assert_close(got, expected, atol=0, rtol=0)
+
+
 def one_query_heads(keys: int = 7):
     """``q`` ``(B, H, 1, d)``, ``k`` and ``v`` ``(B, H, keys, d)``."""
     d = E // H

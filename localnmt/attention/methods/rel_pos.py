@@ -29,6 +29,7 @@ attention over ``k_j + a^K_ij`` and ``v_j + a^V_ij``, which any kernel computes
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -98,7 +99,25 @@ class RelativePosition(AttentionModifier):
             return None
         if not (incremental or (self._plain_keys and (self.site.causal or keys == 1))):
             return None
-        return self._rows(_step_buckets(self.options.clip, keys, device))
+        return self._step_rows(keys, device)
+
+    def _step_rows(self, keys: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        """:meth:`_rows` at :func:`_step_buckets` for ``keys`` keys: the last ``keys`` rows of
+        a longer gather, kept while the tables stay as they are (a step's buckets are the
+        last ones of any longer step's: key ``j`` of ``Tk`` sits at distance ``j − Tk + 1``),
+        so that a decoding step, whose ``Tk`` grows by one, gathers nothing."""
+        modules = self._modules  # not nn.Module's __getattr__: a step asks at every layer
+        key_table = modules["rel_key"]._parameters["weight"]
+        value_table = modules["rel_value"]._parameters["weight"]
+        stamp = (device, torch.is_inference_mode_enabled(), key_table.data_ptr(),
+                 key_table._version, value_table.data_ptr(), value_table._version)  # fmt: skip
+        kept = _kept_rows.get(self)
+        if kept is None or kept[0] != stamp or kept[1] < keys:
+            longest = max(keys, 2 * kept[1] if kept is not None and kept[0] == stamp else 64)
+            kept = (stamp, longest, self._rows(_step_buckets(self.options.clip, longest, device)))
+            _kept_rows[self] = kept
+        _, longest, (key_rows, value_rows) = kept
+        return key_rows[longest - keys :], value_rows[longest - keys :]
 
     def _rows(self, buckets: Tensor) -> tuple[Tensor, Tensor]:
         """The rows ``a^K``, ``a^V`` of both tables at ``buckets`` (one gather each)."""
@@ -186,6 +205,11 @@ class RelativePosition(AttentionModifier):
         terms = self.relative_terms(ctx)
         assert terms is not None  # not folded: value_term_needed
         return terms.value_term(probs, ctx.v.dtype)
+
+
+#: Per method module: ``(stamp of its tables, length, (a^K rows, a^V rows))`` of
+#: :meth:`RelativePosition._step_rows` (not in the module: nothing of it is saved or copied).
+_kept_rows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @functools.lru_cache(maxsize=256)

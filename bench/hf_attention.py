@@ -24,7 +24,9 @@ decoding step in one C call against the dense path it replaces); it also turns o
 path inside a kernel (``gmm_predictors_in_c``: the C decoding step reads the predictors'
 outputs from torch instead of computing them; ``gmm_output_layer_in_c``: the predictors'
 output layer in training as torch's GEMMs; ``step_shortcuts``: every decoding step through the
-whole pipeline, without the kept plans of cross-attention and relative positions' shortcut).
+whole pipeline, without the kept plans of cross-attention and relative positions' shortcut;
+``prepared_kernels``: the plans dispatch every step instead of running the kernel prepared at
+their first step).
 
 ``--work`` adds the ratio of the two models' matrix-product work (``sdpa`` model ÷ method
 model, the multiply-adds of ``mm`` / ``addmm`` that ``torch.utils.flop_counter`` counts: the
@@ -172,7 +174,8 @@ def _paths() -> dict[str, tuple[object, str]]:
 
     return {"gmm_predictors_in_c": (gmm_mixture, "PREDICTORS_IN_C"),
             "gmm_output_layer_in_c": (predictor_gemms, "HEAD_IN_C"),
-            "step_shortcuts": (step_plan, "ENABLED")}  # fmt: skip
+            "step_shortcuts": (step_plan, "ENABLED"),
+            "prepared_kernels": (dispatch, "PREPARED")}  # fmt: skip
 
 
 def without(fn: Callable[[], None], name: str) -> Callable[[], None]:

@@ -149,6 +149,9 @@ class KernelTrace:
         return "\n".join(map(str, self.calls))
 
 
+#: Switch for tests and benchmarks (False: no kernel is prepared, every call dispatches).
+PREPARED = True
+
 _ACTIVE: ContextVar[KernelTrace | None] = ContextVar("localnmt_kernel_trace", default=None)
 _NOTES: ContextVar[list[str] | None] = ContextVar("localnmt_kernel_notes", default=None)
 _REGISTRIES: list[KernelRegistry] = []
@@ -208,9 +211,14 @@ def kernel_removed(name: str) -> Iterator[None]:
 
 
 def untraced() -> bool:
-    """Whether no kernel is forced and no dispatch is traced or logged now: a
-    :class:`PreparedKernel` may run."""
-    return _forced is None and _ACTIVE.get() is None and not logger.isEnabledFor(logging.DEBUG)
+    """Whether prepared kernels are on (:data:`PREPARED`) and no kernel is forced and no
+    dispatch is traced or logged now: a :class:`PreparedKernel` may run."""
+    return (
+        PREPARED
+        and _forced is None
+        and _ACTIVE.get() is None
+        and not logger.isEnabledFor(logging.DEBUG)
+    )
 
 
 @dataclass(frozen=True)

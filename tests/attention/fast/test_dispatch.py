@@ -293,8 +293,8 @@ def test_a_prepared_kernel_is_the_one_the_dispatch_would_choose():
     assert toy.prepared(2) is None  # nothing takes it: the reference path has no prepared form
 
 
-@pytest.mark.parametrize("then", ["traced", "forced", "logged", "registry changed"])
-def test_a_prepared_kernel_stands_aside_where_calls_must_be_seen(then, caplog):
+@pytest.mark.parametrize("then", ["traced", "forced", "logged", "registry changed", "off"])
+def test_a_prepared_kernel_stands_aside_where_calls_must_be_seen(then, caplog, monkeypatch):
     """Traced, logged or forced dispatches see every call, and a registry changed since may
     choose another kernel: the prepared call answers None, and its caller dispatches."""
     toy, ran = _toy_registry()
@@ -311,6 +311,11 @@ def test_a_prepared_kernel_stands_aside_where_calls_must_be_seen(then, caplog):
         toy.arrange(["any", "odd"])
         assert prepared(one, one, one) is None
         assert toy.prepared(2) is not None  # prepared again, for the new order
+    elif then == "off":
+        monkeypatch.setattr(dispatch, "PREPARED", False)
+        assert prepared(one, one, one) is None and toy.prepared(2) is None
+        monkeypatch.setattr(dispatch, "PREPARED", True)
+        assert prepared(one, one, one) is not None
     else:
         ctx = {
             "traced": dispatch.trace(),
@@ -320,4 +325,4 @@ def test_a_prepared_kernel_stands_aside_where_calls_must_be_seen(then, caplog):
         with ctx:
             assert prepared(one, one, one) is None
         assert prepared(one, one, one) is not None
-    assert ran.count("prepared 2") == (then != "registry changed")
+    assert ran.count("prepared 2") == (then != "registry changed")  # none ran while aside

@@ -19,6 +19,12 @@ Seeing the choice::
 and ``logging.getLogger("localnmt.attention.dispatch").setLevel(logging.DEBUG)`` logs one line
 per call. ``with dispatch.forced_kernel("band"):`` runs that kernel only; where it declines,
 :class:`KernelDeclined` says why.
+
+A kernel may register a prepared form (``prepare=``): for problems that recur with new
+queries, keys and values only (the steps of one decoding run), :meth:`KernelRegistry.prepared`
+asks the checks once and returns the chosen kernel as a :class:`PreparedKernel`, which answers
+None (the caller dispatches) while dispatches are traced, logged or forced, after the
+registry changed, or where :data:`PREPARED` is off.
 """
 
 from __future__ import annotations

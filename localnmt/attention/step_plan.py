@@ -16,7 +16,10 @@ value tensors, not written to since; equal padding; the same query shape, dtype 
 grouping; no weights asked, nothing recorded, no dropout, no attention mask, no kernel forced.
 Anything else runs the pipeline, which may keep a new plan. Beam search's reorder keeps a
 plan where each hypothesis's source row stays within its sentence (:meth:`StepPlan.reordered`).
-Kernel traces see the plan's calls as the pipeline's: the plan runs the same registry.
+Kernel traces see the plan's calls as the pipeline's: the plan runs the same registry. Where
+nothing traces, a method's plan may run its kernel prepared at the plan's first step
+(:meth:`~localnmt.attention.dispatch.KernelRegistry.prepared`: GMM's C step), which checks
+only the step's own tensors.
 """
 
 from __future__ import annotations

@@ -51,6 +51,14 @@ def inputs(side: str | None, batch: int = B, seed: int = 1):
     return x, src, None if side is None else padding_mask(lengths, TK, side)
 
 
+def beam_inputs(side: str, beam: int):
+    """Three sentences, each repeated for ``beam`` hypotheses: queries ``(TQ, 3·beam, E)``,
+    the source ``(TK, 3·beam, E)`` and its padding."""
+    _, src, pad = inputs(side, batch=3)
+    src, pad = src.repeat_interleave(beam, dim=1), pad.repeat_interleave(beam, dim=0)
+    return torch.randn(TQ, 3 * beam, E), src, pad
+
+
 @pytest.mark.parametrize("side", ["left", "right", None])
 @pytest.mark.parametrize("spec", PLANNED)
 def test_planned_steps_are_the_pipelines_bit_for_bit(spec, side, monkeypatch):
@@ -88,9 +96,7 @@ def test_untraced_gmm_plans_run_the_prepared_step_bit_for_bit(spec, shared, monk
     the hypotheses or moved to new tensors, every step is the pipeline's, bit for bit."""
     beam = 2
     attn = make_attention("cross", spec, embed_dim=E, heads=H)
-    x, src, pad = inputs("left", batch=3)
-    src, pad = src.repeat_interleave(beam, dim=1), pad.repeat_interleave(beam, dim=0)
-    x = torch.randn(TQ, 3 * beam, E)
+    x, src, pad = beam_inputs("left", beam)
     monkeypatch.setattr(shared_source, "ENABLED", shared)
     swap = torch.tensor([1, 0, 2, 3, 5, 4])
     prepared = PreparedRuns(monkeypatch)
@@ -118,9 +124,7 @@ def test_beam_search_reorders_and_shrinks_around_the_plan(spec, monkeypatch):
     leaving the batch changes it, and the pipeline runs (and plans again)."""
     beam = 2
     attn = make_attention("cross", spec, embed_dim=E, heads=H)
-    x, src, pad = inputs("left", batch=3)
-    src, pad = src.repeat_interleave(beam, dim=1), pad.repeat_interleave(beam, dim=0)
-    x = torch.randn(TQ, 3 * beam, E)
+    x, src, pad = beam_inputs("left", beam)
     swap = torch.tensor([1, 0, 2, 3, 5, 4])
 
     def reorder(step: int):
@@ -268,9 +272,7 @@ def test_a_plan_follows_keys_beam_search_moves_within_sentences(spec, across, mo
     every step is the pipeline's, bit for bit."""
     beam = 2
     attn = make_attention("cross", spec, embed_dim=E, heads=H)
-    x, src, pad = inputs("right", batch=3)
-    src, pad = src.repeat_interleave(beam, dim=1), pad.repeat_interleave(beam, dim=0)
-    x = torch.randn(TQ, 3 * beam, E)
+    x, src, pad = beam_inputs("right", beam)
     monkeypatch.setattr(shared_source, "ENABLED", False)
     order = torch.tensor([2, 3, 0, 1, 4, 5] if across else [1, 0, 2, 3, 5, 4])
 

@@ -39,6 +39,7 @@
 #include "vec_math.h"
 
 #define LANES 16
+_Static_assert(LANES == 16, "sum_lanes (vec_math.h) sums 16 lanes");
 
 typedef struct {
     const float *c, *mu, *sigma, *pos, *alpha, *gate;
@@ -57,18 +58,6 @@ typedef struct {
 static inline float row_gate(const Mixture *M, Py_ssize_t row) {
     return M->mode == 0 ? M->gate[row] : M->fixed_gate;
 }
-
-/* Sums of three LANES-wide accumulators into their lane 0, as a tree of halves (each step one
- * vector add: a loop adding the lanes in order is a chain of LANES dependent scalar adds). */
-#define HALVE_STEP(S0, S1, S2, H)                                                              \
-    for (int l = 0; l < H; l++) {                                                              \
-        S0[l] += S0[l + H];                                                                    \
-        S1[l] += S1[l + H];                                                                    \
-        S2[l] += S2[l + H];                                                                    \
-    }
-#define HALVE_LANES(S0, S1, S2)                                                                \
-    HALVE_STEP(S0, S1, S2, 8) HALVE_STEP(S0, S1, S2, 4) HALVE_STEP(S0, S1, S2, 2)              \
-    HALVE_STEP(S0, S1, S2, 1)
 
 /* Forward and backward of one build, over sentences b0 ... b1-1. */
 #define DEFINE_BUILD(SUFFIX, EXP, TARGET)                                                      \
@@ -121,11 +110,11 @@ static inline float row_gate(const Mixture *M, Py_ssize_t row) {
                             s1[l] += w * z;                                                     \
                             s2[l] += (w * z) * z;                                               \
                         }                                                                       \
-                    HALVE_LANES(s0, s1, s2)                                                     \
-                    G->dc[at] = g * s0[0];                                                      \
-                    G->dmu[at] = g * s1[0] / si;                                                \
-                    G->dsigma[at] = g * s2[0] / si;                                             \
-                    total += s0[0];                                                             \
+                    float sum0 = sum_lanes(s0), sum1 = sum_lanes(s1), sum2 = sum_lanes(s2);     \
+                    G->dc[at] = g * sum0;                                                       \
+                    G->dmu[at] = g * sum1 / si;                                                 \
+                    G->dsigma[at] = g * sum2 / si;                                              \
+                    total += sum0;                                                              \
                 }                                                                               \
                 if (!M->alpha) {                                                               \
                     if (G->dgate) G->dgate[row] = total;                                       \

@@ -7,16 +7,15 @@
 #define CAT(a, b) CAT_(a, b)
 #define FN(name) CAT(name, SUFFIX)
 
-/* Σ_c a_c·(b_c + e_c) over d floats: 16 independent lanes, summed as a tree of halves. */
+/* Σ_c a_c·(b_c + e_c) over d floats: 16 independent lanes, summed as a tree of halves
+ * (sum_lanes, vec_math.h). */
 TARGET static float FN(dot_sum_)(const float *restrict a, const float *restrict b,
                                 const float *restrict e, Py_ssize_t d) {
     float lane[16] = {0};
     Py_ssize_t c = 0;
     for (; c + 16 <= d; c += 16)
         for (int l = 0; l < 16; l++) lane[l] += a[c + l] * (b[c + l] + e[c + l]);
-    for (int l = 0; l < 8; l++) lane[l] += lane[l + 8];
-    for (int l = 0; l < 4; l++) lane[l] += lane[l + 4];
-    float s = (lane[0] + lane[2]) + (lane[1] + lane[3]);
+    float s = sum_lanes(lane);
     for (; c < d; c++) s += a[c] * (b[c] + e[c]);
     return s;
 }

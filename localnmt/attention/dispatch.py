@@ -216,7 +216,7 @@ def kernel_removed(name: str) -> Iterator[None]:
         registry.arrange(order)
 
 
-def untraced() -> bool:
+def prepared_may_run() -> bool:
     """Whether prepared kernels are on (:data:`PREPARED`) and no kernel is forced and no
     dispatch is traced or logged now: a :class:`PreparedKernel` may run."""
     return (
@@ -241,7 +241,7 @@ class PreparedKernel:
         """The kernel's output on these tensors, or None (the caller dispatches the whole
         problem): the registry changed since, a kernel is forced, dispatches are traced or
         logged (they see each call), or the kernel declines them."""
-        if self.registry.revision != self.revision or not untraced():
+        if self.registry.revision != self.revision or not prepared_may_run():
             return None
         return self.call(q, k, v)
 
@@ -417,7 +417,7 @@ class KernelRegistry(Generic[P]):
         its checks of everything else done once. None where a kernel is forced, dispatches
         are traced or logged, the first kernel whose checks take the problem has no prepared
         form for it, or no kernel takes it."""
-        if not untraced():
+        if not prepared_may_run():
             return None
         for kernel in self._kernels:
             if not self.reasons(kernel, problem, every=False):

@@ -364,6 +364,29 @@ def test_relative_step_rows_follow_the_tables_and_the_length(monkeypatch):
             torch.testing.assert_close(got, expected, atol=0, rtol=0)
 
 
+def test_relative_steps_with_parametrized_tables_follow_them(monkeypatch):
+    """Tables under ``torch.nn.utils.parametrize`` are computed anew at each access (no
+    address or version tells a change): the shortcut gathers them at every step, and the
+    steps stay the pipeline's after the underlying parameter is written to."""
+    from torch.nn.utils import parametrize
+
+    class Doubled(torch.nn.Module):
+        def forward(self, weight: torch.Tensor) -> torch.Tensor:
+            return 2 * weight
+
+    attn = make_attention("decoder_self", "rel_pos[clip=2]", embed_dim=E, heads=H)
+    method = attn.modifiers[0]
+    parametrize.register_parametrization(method.rel_key, "weight", Doubled())
+    torch.manual_seed(6)
+    x = torch.randn(TQ, B, E)
+    for _ in range(2):
+        short = decode_self(attn, x, True, monkeypatch)
+        whole = decode_self(attn, x, False, monkeypatch)
+        torch.testing.assert_close(short, whole, atol=0, rtol=0)
+        with torch.no_grad():
+            method.rel_key.parametrizations.weight.original.add_(1.0)
+
+
 def one_query_heads(keys: int = 7):
     """``q`` ``(B, H, 1, d)``, ``k`` and ``v`` ``(B, H, keys, d)``."""
     d = E // H

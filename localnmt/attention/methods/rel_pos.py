@@ -105,10 +105,13 @@ class RelativePosition(AttentionModifier):
         """:meth:`_rows` at :func:`_step_buckets` for ``keys`` keys: the last ``keys`` rows of
         a longer gather, kept while the tables stay as they are (a step's buckets are the
         last ones of any longer step's: key ``j`` of ``Tk`` sits at distance ``j − Tk + 1``),
-        so that a decoding step, whose ``Tk`` grows by one, gathers nothing."""
-        modules = self._modules  # not nn.Module's __getattr__: a step asks at every layer
-        key_table = modules["rel_key"]._parameters["weight"]
-        value_table = modules["rel_value"]._parameters["weight"]
+        so that a decoding step, whose ``Tk`` grows by one, gathers nothing. Tables that are
+        not plain parameters (``torch.nn.utils.parametrize`` computes them anew at each
+        access, so no address or version tells a change) are gathered at every step."""
+        key_table = self.rel_key._parameters.get("weight")
+        value_table = self.rel_value._parameters.get("weight")
+        if key_table is None or value_table is None:
+            return self._rows(_step_buckets(self.options.clip, keys, device))
         stamp = (device, torch.is_inference_mode_enabled(), key_table.data_ptr(),
                  key_table._version, value_table.data_ptr(), value_table._version)  # fmt: skip
         kept = _kept_rows.get(self)

@@ -56,8 +56,9 @@ WOULD_ACCEPT = "would also accept (lower priority)"
 #: found as a string (None: it can).
 Check = Callable[[P], "Iterable[str] | str | None"]
 #: A kernel's call prepared on one problem for later problems that differ from it only in
-#: their queries, keys and values, of the same shapes (the decoding steps of one run):
-#: ``(q, k, v) -> out``, or None where it declines them.
+#: their queries, keys and values, of the same shapes (the decoding steps of one run; a form
+#: whose registry's choice cannot depend on the shapes may take others, as SDPA's for plain
+#: problems): ``(q, k, v) -> out``, or None where it declines them.
 PreparedCall = Callable[[Tensor, Tensor, Tensor], "Tensor | None"]
 
 

@@ -27,6 +27,8 @@ restrictions turned into a problem (:mod:`~localnmt.attention.problem_builder`),
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch import Tensor, nn
 
@@ -38,6 +40,7 @@ from localnmt.attention.modifier import AttentionModifier, apply_head_selection
 from localnmt.attention.multihead_parameters import MultiheadParameters, pad_masks_by_one
 from localnmt.attention.positions import positions_of_call
 from localnmt.attention.problem import (
+    REGISTRY,
     AttentionProblem,
     dense_logits,
     dense_probabilities,
@@ -50,6 +53,28 @@ from localnmt.attention.record import AttentionRecord
 from localnmt.attention.threads import one_thread_if_small
 
 __all__ = ["IncrementalState", "LocalAttention"]
+
+#: The attention kernel prepared at a layer's first plain one-query step (relative positions'
+#: shortcut), with the device and dtype it was prepared for, by layer: kept outside the module,
+#: so that nothing of it is saved, pickled or copied with the model.
+_plain_step_kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _plain_step(owner: LocalAttention, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """:func:`fast_attention` on the plain problem ``(q, k, v)`` of ``owner``'s site, through
+    the kernel prepared at an earlier step on the same device and dtype where it may run
+    (:meth:`~localnmt.attention.dispatch.KernelRegistry.prepared`: not while traced, logged or
+    forced, and again after the registry changed)."""
+    kept = _plain_step_kernels.get(owner)
+    if kept is not None and kept[0] == (q.device, q.dtype):
+        out = kept[1](q, k, v)
+        if out is not None:
+            return out
+    problem = AttentionProblem(site=owner.site, q=q, k=k, v=v)
+    prepared = REGISTRY.prepared(problem)
+    if prepared is not None:
+        _plain_step_kernels[owner] = ((q.device, q.dtype), prepared)
+    return fast_attention(problem)
 
 
 class LocalAttention(MultiheadParameters):
@@ -401,8 +426,7 @@ class LocalAttention(MultiheadParameters):
         key_term, value_term = terms
         if key_term.dtype != k.dtype or value_term.dtype != v.dtype:
             key_term, value_term = key_term.to(k.dtype), value_term.to(v.dtype)
-        problem = AttentionProblem(site=self.site, q=q, k=k + key_term, v=v + value_term)
-        return fast_attention(problem)
+        return _plain_step(self, q, k + key_term, v + value_term)
 
     def _why_dense(
         self,

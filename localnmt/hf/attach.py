@@ -127,7 +127,10 @@ def _attach(site: HFSite, attention: LocalAttention) -> None:
     for name in _PROJECTIONS:
         delattr(attention, name)
     module.localnmt = attention
-    module.register_forward_pre_hook(remember_call, with_kwargs=True)
+    if site.kind == "cross" or any(m.reads_layer_input for m in attention.modifiers):
+        # the layer input (BLOCK's gate) and the cache (cross-attention's decoding state);
+        # a layer that reads neither is called without a hook
+        module.register_forward_pre_hook(remember_call, with_kwargs=True)
 
 
 def _max_positions(model: nn.Module) -> int:

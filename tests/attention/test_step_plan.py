@@ -341,6 +341,53 @@ def test_relative_self_attention_steps_are_the_pipelines_bit_for_bit(spec, monke
     assert [c.kernel for c in short_trace.calls] == [c.kernel for c in whole_trace.calls]
 
 
+@pytest.mark.parametrize("spec", ["rel_pos[clip=2]", "rel_pos[clip=16]"])
+def test_untraced_relative_steps_run_the_prepared_sdpa_bit_for_bit(spec, monkeypatch):
+    """Not traced, a relative step after the first runs the SDPA call prepared at the first
+    (no dispatch over the registry): every step is the pipeline's, bit for bit; after the
+    registry changes, the next step dispatches and prepares again."""
+    attn = make_attention("decoder_self", spec, embed_dim=E, heads=H, max_positions=64)
+    torch.manual_seed(7)
+    x = torch.randn(TQ, B, E)
+    prepared = PreparedRuns(monkeypatch)
+    short = decode_self(attn, x, True, monkeypatch)
+    assert prepared.count == TQ - 1
+    whole = decode_self(attn, x, False, monkeypatch)
+    torch.testing.assert_close(short, whole, atol=0, rtol=0)
+    from localnmt.attention.problem import REGISTRY
+
+    REGISTRY.arrange(REGISTRY.names())  # the same order, a new revision
+    again = decode_self(attn, x, True, monkeypatch)
+    # the kernel kept from the first run stood aside at the first step (not counted: a first
+    # step is never prepared), which prepared again for the steps after it
+    assert prepared.count == 2 * (TQ - 1)
+    torch.testing.assert_close(again, whole, atol=0, rtol=0)
+
+
+def test_sdpa_prepares_plain_problems_only():
+    """SDPA's prepared form takes queries, keys and values alone: any mask, bias, dropout or
+    shared key rows, and the registry dispatches every call."""
+    from localnmt.attention.context import AttentionSite
+    from localnmt.attention.fast import sdpa
+    from localnmt.attention.problem import AttentionProblem
+
+    site = AttentionSite("decoder_self", 0, 1, E, H)
+    q, k, v = one_query_heads()
+    plain = AttentionProblem(site=site, q=q, k=k, v=v)
+    call = sdpa.prepare(plain)
+    assert call is not None
+    torch.testing.assert_close(call(q, k, v), sdpa.sdpa_kernel(plain), atol=0, rtol=0)
+    others = {
+        "padding": {"key_padding_mask": torch.zeros(B, k.size(2), dtype=torch.bool)},
+        "causal": {"causal": True},
+        "allowed": {"allowed": torch.ones(1, 1, 1, k.size(2), dtype=torch.bool)},
+        "bias": {"dense_bias": torch.zeros(1, 1, 1, k.size(2))},
+        "dropout": {"dropout_p": 0.1},
+    }
+    for what, fields in others.items():
+        assert sdpa.prepare(replace(plain, **fields)) is None, what
+
+
 def test_relative_step_rows_follow_the_tables_and_the_length(monkeypatch):
     """The step's table rows come from a longer gather kept between steps: they are the rows
     of the step's own buckets at every length, past the kept one too, and after the tables

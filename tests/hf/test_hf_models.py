@@ -78,6 +78,29 @@ def test_gradients_reach_every_attached_parameter() -> None:
     assert not dead, dead
 
 
+def test_only_layers_that_read_the_input_or_the_cache_carry_the_pre_hook() -> None:
+    """The pre-hook keeps the layer input (BLOCK's gate) and the decoding cache
+    (cross-attention's state); a self-attention layer that reads neither runs without a hook,
+    and gives the same numbers as with one."""
+    from localnmt.hf.attention import remember_call
+    from localnmt.hf.sites import attention_sites
+
+    model = local_model()
+    hooked = {s.kind: remember_call in s.module._forward_pre_hooks.values()
+              for s in attention_sites(model)}  # fmt: skip
+    assert hooked == {"encoder_self": True, "decoder_self": False, "cross": True}
+    ids, mask = source_batch()
+    model.eval()
+    with torch.no_grad():
+        plain = model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits
+        for site in attention_sites(model):
+            if site.kind == "decoder_self":
+                site.module.register_forward_pre_hook(remember_call, with_kwargs=True)
+        hooked_logits = model(input_ids=ids, attention_mask=mask,
+                              decoder_input_ids=TARGETS).logits  # fmt: skip
+    torch.testing.assert_close(plain, hooked_logits, atol=0, rtol=0)
+
+
 def test_save_and_from_pretrained_restore_the_same_model(tmp_path) -> None:
     specs = {**SPECS, "encoder_self": "tied_qk[groups=2] + localness"}
     loaded = assert_saved_and_loaded_alike(local_model(specs=specs), tmp_path)

@@ -41,7 +41,7 @@ class KeptCall:
     module: torch.nn.Module
     args: tuple
     kwargs: dict[str, Any]
-    layer_call: tuple
+    layer_call: tuple | None  # what the layer's pre-hook kept (None: the layer has none)
 
     @property
     def keys(self) -> int:
@@ -63,7 +63,7 @@ def kept_calls(model: torch.nn.Module, inputs: dict[str, torch.Tensor],
         if site is not None:
             shape = "step" if query.size(2) == 1 else "sequence"
             call = KeptCall(module, (query, key, value, mask, *args), dict(kwargs),
-                            module._localnmt_call)  # fmt: skip
+                            module.__dict__.get("_localnmt_call"))  # fmt: skip
             old = kept.get((site.kind, shape))
             if old is None or (shape == "step" and call.keys > old.keys):
                 kept[(site.kind, shape)] = call
@@ -98,7 +98,8 @@ def timed_pair(call: KeptCall, calls: int) -> dict[str, Callable[[], None]]:
 
     def ours() -> None:
         for _ in range(calls):
-            call.module._localnmt_call = call.layer_call  # as the layer's pre-hook sets it
+            if call.layer_call is not None:  # as the layer's pre-hook sets it (if it has one)
+                call.module.__dict__["_localnmt_call"] = call.layer_call
             localnmt_attention(call.module, *call.args, **call.kwargs)
 
     def theirs() -> None:

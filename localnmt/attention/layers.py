@@ -235,8 +235,8 @@ def local_attention(
         readers = [m.name for m in attention.modifiers if m.reads_layer_input]
         if readers:
             raise ValueError(f"method {readers[0]} reads the layer input: pass query_input")
-        query_input = q.new_zeros(q.size(0), tq, 0)  # read by no method here
     return attention.attend_heads(
-        query_input.transpose(0, 1), q * scale, k, v, key_padding_mask=key_padding_mask,
+        None if query_input is None else query_input.transpose(0, 1), q * scale, k, v,
+        key_padding_mask=key_padding_mask,
         attn_mask=attn_mask, state=state, query_offset=query_offset, need_weights=need_weights,
     )  # fmt: skip

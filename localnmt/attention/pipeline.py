@@ -241,7 +241,7 @@ class LocalAttention(MultiheadParameters):
 
     def attend_heads(
         self,
-        query_input: Tensor,
+        query_input: Tensor | None,
         q: Tensor,
         k: Tensor,
         v: Tensor,
@@ -255,9 +255,10 @@ class LocalAttention(MultiheadParameters):
     ) -> tuple[Tensor, Tensor | None]:
         """The pipeline on projected heads: ``q`` ``(B, H, Tq, d)`` already scaled by
         ``1/√d``, ``k`` and ``v`` ``(B/key_group, H, Tk, d)`` (cached keys included),
-        ``query_input`` the layer input ``(Tq, B, C)`` the queries came from. Masks follow
-        fairseq: ``key_padding_mask`` ``(B, Tk)`` True at padding, ``attn_mask`` ``(Tq, Tk)``
-        bool (True = blocked) or additive float; the causal triangle of a decoder
+        ``query_input`` the layer input ``(Tq, B, C)`` the queries came from (None where no
+        method reads it: a zero-width tensor stands in, made only if the pipeline runs).
+        Masks follow fairseq: ``key_padding_mask`` ``(B, Tk)`` True at padding, ``attn_mask``
+        ``(Tq, Tk)`` bool (True = blocked) or additive float; the causal triangle of a decoder
         self-attention site comes from the site itself. ``state`` is this module's decoding
         dict (modifiers keep their per-hypothesis tensors there), ``query_offset`` each
         row's decoder step in cross-attention. Returns ``(out (B, H, Tq, d), probabilities
@@ -283,7 +284,7 @@ class LocalAttention(MultiheadParameters):
 
     def _problem(
         self,
-        query_input: Tensor,
+        query_input: Tensor | None,
         q: Tensor,
         k: Tensor,
         v: Tensor,
@@ -300,6 +301,8 @@ class LocalAttention(MultiheadParameters):
         problem's keys and values."""
         if key_padding_mask is not None and key_padding_mask.dim() == 0:
             key_padding_mask = None
+        if query_input is None:  # read by no method of this layer
+            query_input = q.new_zeros(q.size(2), q.size(0), 0)
         if self.add_zero_attn:
             k, v, key_padding_mask, attn_mask = self._zero_attn(k, v, key_padding_mask, attn_mask)
         ctx = self._context(query_input, q, k, v, key_padding_mask, state, query_offset)

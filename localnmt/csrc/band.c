@@ -101,9 +101,10 @@ static int parse_band(PyObject *args, Band *P, Py_ssize_t *b0, Py_ssize_t *b1,
     return 1;
 }
 
-/* Scratch for one query's window per thread: scores (twice the window: the backward keeps
- * p and ds) and row offsets (*each per thread). */
-static int window_scratch(const Band *P, float **score, Py_ssize_t **rows, size_t *each) {
+/* Scratch for one query's window per thread, each thread's on its own cache lines (builds.h,
+ * team_scratch): scores (twice the window: the backward keeps p and ds) and row offsets
+ * (*each of them per thread). */
+static int window_scratch(const Band *P, TeamScratch *score, TeamScratch *rows, size_t *each) {
     int64_t widest = 0;
     for (Py_ssize_t h = 0; h < P->h; h++) {
         int64_t w = P->left[h] + P->right[h] + 1;
@@ -111,12 +112,11 @@ static int window_scratch(const Band *P, float **score, Py_ssize_t **rows, size_
     }
     widest = widest > P->t ? P->t : (widest < 1 ? 1 : widest);
     *each = (size_t)widest * (size_t)P->groups;
-    size_t n = *each * (size_t)team_most();
-    *score = (float *)malloc(2 * n * sizeof(float));
-    *rows = (Py_ssize_t *)malloc(n * sizeof(Py_ssize_t));
-    if (*score == NULL || *rows == NULL) {
-        free(*score);
-        free(*rows);
+    size_t most = (size_t)team_most();
+    if (!team_scratch(score, most, 2 * *each * sizeof(float), 0) ||
+        !team_scratch(rows, most, *each * sizeof(Py_ssize_t), 0)) {
+        free(score->raw);
+        free(rows->raw);
         return 0;
     }
     return 1;
@@ -128,16 +128,15 @@ static PyObject *run_band(PyObject *args, int backward) {
     Py_ssize_t b0, b1;
     unsigned long long g[4]; /* backward: dout, dq, dk, dv */
     if (!parse_band(args, &P, &b0, &b1, g)) return NULL;
-    float *score;
-    Py_ssize_t *rows;
+    TeamScratch score = {NULL, NULL, 0}, rows = {NULL, NULL, 0};
     size_t each;
     if (!window_scratch(&P, &score, &rows, &each)) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     TEAM_PARALLEL(b1 - b0 > 1) {
         Py_ssize_t lo, hi;
         team_share(b0, b1, &lo, &hi);
-        float *my_score = score + 2 * each * team_rank();
-        Py_ssize_t *my_rows = rows + each * team_rank();
+        float *my_score = (float *)team_slice(&score, (size_t)team_rank());
+        Py_ssize_t *my_rows = (Py_ssize_t *)team_slice(&rows, (size_t)team_rank());
         if (lo < hi && backward)
             backwards[build_current](&P, (const float *)g[0], (float *)g[1], (float *)g[2],
                                      (float *)g[3], lo, hi, my_score, my_rows);
@@ -145,8 +144,8 @@ static PyObject *run_band(PyObject *args, int backward) {
             forwards[build_current](&P, lo, hi, my_score, my_rows);
     }
     Py_END_ALLOW_THREADS
-    free(score);
-    free(rows);
+    free(score.raw);
+    free(rows.raw);
     Py_RETURN_NONE;
 }
 

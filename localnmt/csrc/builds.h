@@ -5,6 +5,8 @@
 #define LOCALNMT_BUILDS_H
 
 #include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vec_math.h"
@@ -129,6 +131,37 @@ static PyObject *use_team(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "p", &flag)) return NULL;
     team_on = flag;
     Py_RETURN_NONE;
+}
+
+/* Per-thread scratch of a call: one slice of `bytes` per rank, each slice starting on its own
+ * TEAM_LINE boundary. A cache line that two threads write moves between their cores at every
+ * write (false sharing); slices packed end to end share a line at each boundary, and a slice
+ * written on every row (the backward's per-thread sums) then ran slower on two threads than
+ * on one. TEAM_LINE is two 64-byte lines: x86 prefetchers fetch lines in pairs. */
+#define TEAM_LINE ((size_t)128)
+
+typedef struct {
+    void *raw;     /* what malloc / calloc gave: free(raw) */
+    char *base;    /* raw rounded up to TEAM_LINE */
+    size_t stride; /* bytes from one rank's slice to the next: a multiple of TEAM_LINE */
+} TeamScratch;
+
+/* Allocate `ranks` slices of `bytes` (zeroed if asked); 0 where the memory could not be had. */
+static inline int team_scratch(TeamScratch *t, size_t ranks, size_t bytes, int zeroed) {
+    size_t stride = (bytes + TEAM_LINE - 1) / TEAM_LINE * TEAM_LINE;
+    if (stride == 0) stride = TEAM_LINE;
+    size_t total = stride * (ranks > 0 ? ranks : 1) + TEAM_LINE;
+    t->raw = zeroed ? calloc(total, 1) : malloc(total);
+    t->stride = stride;
+    t->base = t->raw == NULL
+                  ? NULL
+                  : (char *)(((uintptr_t)t->raw + TEAM_LINE - 1) & ~(uintptr_t)(TEAM_LINE - 1));
+    return t->raw != NULL;
+}
+
+/* The slice of `rank`. */
+static inline void *team_slice(const TeamScratch *t, size_t rank) {
+    return t->base + t->stride * rank;
 }
 
 /* This thread's share [*lo, *hi) of the sentences b0 ... b1-1 (inside TEAM_PARALLEL). */

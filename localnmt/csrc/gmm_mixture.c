@@ -192,23 +192,23 @@ static PyObject *run_mixture(PyObject *args, int backward) {
     M.gate = (const float *)gate;
     MixtureGrads G = {(const float *)g[0], (float *)g[1], (float *)g[2],
                       (float *)g[3], (float *)g[4], (float *)g[5]};
-    float *masked = NULL; /* backward: per thread a row of masked gradients and the positions */
+    /* backward: per thread a row of masked gradients and the positions */
+    TeamScratch masked = {NULL, NULL, 0};
     size_t row_floats = 2 * (size_t)((M.tk + LANES - 1) / LANES * LANES + LANES);
-    if (backward) {
-        masked = (float *)malloc(sizeof(float) * row_floats * (size_t)team_most());
-        if (masked == NULL) return PyErr_NoMemory();
-    }
+    if (backward && !team_scratch(&masked, (size_t)team_most(), sizeof(float) * row_floats, 0))
+        return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     TEAM_PARALLEL(b1 - b0 > 1) {
         Py_ssize_t lo, hi;
         team_share(b0, b1, &lo, &hi);
         if (lo < hi && backward)
-            backwards[build_current](&M, &G, lo, hi, masked + row_floats * team_rank());
+            backwards[build_current](&M, &G, lo, hi,
+                                     (float *)team_slice(&masked, (size_t)team_rank()));
         else if (lo < hi)
             forwards[build_current](&M, lo, hi);
     }
     Py_END_ALLOW_THREADS
-    free(masked);
+    free(masked.raw);
     Py_RETURN_NONE;
 }
 
@@ -310,14 +310,14 @@ static PyObject *run_head(PyObject *args, int backward) {
     B.bias = (const float *)bias;
     B.block = (const int32_t *)block;
     size_t table = (size_t)(B.total * B.d + B.total), most = (size_t)team_most();
-    float *own = backward ? (float *)calloc(most * table, sizeof(float)) : NULL;
-    if (backward && own == NULL) return PyErr_NoMemory();
+    TeamScratch own = {NULL, NULL, 0}; /* backward: per thread its sums G and S, zeroed */
+    if (backward && !team_scratch(&own, most, table * sizeof(float), 1)) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     TEAM_PARALLEL(r1 - r0 > 1) {
         Py_ssize_t lo, hi;
         team_share(r0, r1, &lo, &hi);
         if (lo < hi && backward) {
-            float *G = own + table * (size_t)team_rank();
+            float *G = (float *)team_slice(&own, (size_t)team_rank());
             head_backwards[build_current](&B, (const float *)b, (const float *)a, (float *)c, G,
                                           G + B.total * B.d, lo, hi);
         } else if (lo < hi) {
@@ -328,14 +328,14 @@ static PyObject *run_head(PyObject *args, int backward) {
         pthread_mutex_lock(&head_lock);
         float *G = (float *)sums[0], *S = (float *)sums[1];
         for (size_t rank = 0; rank < most; rank++) {
-            const float *mine = own + table * rank;
+            const float *mine = (const float *)team_slice(&own, rank);
             for (Py_ssize_t i = 0; i < B.total * B.d; i++) G[i] += mine[i];
             for (Py_ssize_t o = 0; o < B.total; o++) S[o] += mine[B.total * B.d + o];
         }
         pthread_mutex_unlock(&head_lock);
     }
     Py_END_ALLOW_THREADS
-    free(own);
+    free(own.raw);
     Py_RETURN_NONE;
 }
 

@@ -131,13 +131,14 @@ static PyObject *run_relative(PyObject *args, int backward) {
     size_t table = (size_t)(P.r * P.d);
     /* per thread: scores and ds (tk each), the backward's sums per bucket (r each, twice) */
     size_t each = 2 * (size_t)P.tk + 2 * (size_t)P.r;
-    float *score = (float *)malloc(most * each * sizeof(float));
-    Py_ssize_t *keys = (Py_ssize_t *)malloc(most * (size_t)P.tk * sizeof(Py_ssize_t));
-    float *tables = backward ? (float *)calloc(most * 2 * table, sizeof(float)) : NULL;
-    if (score == NULL || keys == NULL || (backward && tables == NULL)) {
-        free(score);
-        free(keys);
-        free(tables);
+    /* per thread, each on its own cache lines (builds.h, team_scratch) */
+    TeamScratch score = {NULL, NULL, 0}, keys = {NULL, NULL, 0}, tables = {NULL, NULL, 0};
+    if (!team_scratch(&score, most, each * sizeof(float), 0) ||
+        !team_scratch(&keys, most, (size_t)P.tk * sizeof(Py_ssize_t), 0) ||
+        (backward && !team_scratch(&tables, most, 2 * table * sizeof(float), 1))) {
+        free(score.raw);
+        free(keys.raw);
+        free(tables.raw);
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
@@ -145,10 +146,10 @@ static PyObject *run_relative(PyObject *args, int backward) {
         Py_ssize_t lo, hi;
         team_share(b0, b1, &lo, &hi);
         size_t rank = (size_t)team_rank();
-        float *my_score = score + each * rank;
-        Py_ssize_t *my_keys = keys + (size_t)P.tk * rank;
+        float *my_score = (float *)team_slice(&score, rank);
+        Py_ssize_t *my_keys = (Py_ssize_t *)team_slice(&keys, rank);
         if (lo < hi && backward) {
-            float *gwk = tables + 2 * table * rank, *gwv = gwk + table;
+            float *gwk = (float *)team_slice(&tables, rank), *gwv = gwk + table;
             backwards[build_current](&P, &G, gwk, gwv, lo, hi, my_score, my_keys);
         } else if (lo < hi) {
             forwards[build_current](&P, lo, hi, my_score, my_keys);
@@ -157,7 +158,7 @@ static PyObject *run_relative(PyObject *args, int backward) {
     if (backward) { /* ranks in order; a rank without sentences left its scratch at 0 */
         pthread_mutex_lock(&tables_lock);
         for (size_t rank = 0; rank < most; rank++) {
-            const float *gwk = tables + 2 * table * rank, *gwv = gwk + table;
+            const float *gwk = (const float *)team_slice(&tables, rank), *gwv = gwk + table;
             for (size_t c = 0; c < table; c++) {
                 G.dwk[c] += gwk[c];
                 G.dwv[c] += gwv[c];
@@ -166,9 +167,9 @@ static PyObject *run_relative(PyObject *args, int backward) {
         pthread_mutex_unlock(&tables_lock);
     }
     Py_END_ALLOW_THREADS
-    free(score);
-    free(keys);
-    free(tables);
+    free(score.raw);
+    free(keys.raw);
+    free(tables.raw);
     Py_RETURN_NONE;
 }
 

@@ -23,7 +23,10 @@ backward, Adam; 1024 target tokens) of the fairseq baseline and of the GMM row's
   as torch ops and GEMMs instead of C (``fast/native/c_bank_head.py``);
 - "SDPA only": ``post_affine`` keeping α alone (no predictors, no mixture), and
   "+ predictors": the same after running the predictors: full − "+ predictors" is what eq. 6
-  and 10-14 cost, "+ predictors" − "SDPA only" what the predictors cost.
+  and 10-14 cost, "+ predictors" − "SDPA only" what the predictors cost, in every decoder
+  layer but the last: fairseq's decoder asks its last layer's cross-attention for attention
+  weights (its alignment layer), so that layer takes the dense path with the whole method
+  (and the baseline its explicit softmax) in every form.
 
 Prints seconds per step and each form's speed relative to the baseline (median over the
 repeats of the paired ratios, as ``bench.run``); ``--clock cpu`` counts the process's CPU

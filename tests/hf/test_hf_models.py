@@ -300,3 +300,42 @@ def test_planned_decoding_steps_change_nothing(cross: str, beams: int, monkeypat
     assert torch.equal(runs[True].sequences, runs[False].sequences)
     assert all(torch.equal(a, b) for a, b in zip(runs[True].scores, runs[False].scores))
     assert_cache_changes_nothing(model, beams=beams)
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_relative_decoder_steps_through_the_prepared_sdpa_change_nothing(beams, monkeypatch):
+    """Relative positions alone in the decoder's self-attention: each step after a layer's
+    first runs the shortcut and the SDPA call prepared at that first step (no dispatch),
+    in greedy and beam search: the sequences and scores of the whole pipeline, and of
+    generating without the cache."""
+    from localnmt.attention import dispatch, step_plan
+
+    model = local_model(specs={"decoder_self": "rel_pos[clip=2]"})
+    prepared = []
+    real = dispatch.PreparedKernel.__call__
+
+    def counted(kernel, q, k, v):
+        out = real(kernel, q, k, v)
+        prepared.append(out is not None)
+        return out
+
+    monkeypatch.setattr(dispatch.PreparedKernel, "__call__", counted)
+    ids, mask = source_batch()
+    runs = {}
+    for shortcuts, cache in ((True, True), (False, True), (True, False)):
+        monkeypatch.setattr(step_plan, "ENABLED", shortcuts)
+        runs[shortcuts, cache] = model.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=6, min_new_tokens=6,
+            num_beams=beams, do_sample=False, use_cache=cache, output_scores=True,
+            return_dict_in_generate=True,
+        )  # fmt: skip
+        if shortcuts and cache:  # every step after the first, in every decoder layer
+            assert prepared.count(True) == 5 * model.config.decoder_layers
+    taken, whole, uncached = runs[True, True], runs[False, True], runs[True, False]
+    assert torch.equal(taken.sequences, whole.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(taken.scores, whole.scores))
+    assert torch.equal(taken.sequences, uncached.sequences)
+    for a, b in zip(taken.scores, uncached.scores):
+        finite = torch.isfinite(a) & torch.isfinite(b)
+        assert torch.equal(finite, torch.isfinite(a))
+        assert (a[finite] - b[finite]).abs().max() <= 1e-4

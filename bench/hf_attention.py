@@ -25,8 +25,8 @@ path inside a kernel (``gmm_predictors_in_c``: the C decoding step reads the pre
 outputs from torch instead of computing them; ``gmm_output_layer_in_c``: the predictors'
 output layer in training as torch's GEMMs; ``step_shortcuts``: every decoding step through the
 whole pipeline, without the kept plans of cross-attention and relative positions' shortcut;
-``prepared_kernels``: the plans dispatch every step instead of running the kernel prepared at
-their first step).
+``prepared_kernels``: the plans and relative positions' shortcut dispatch every step instead
+of running the kernel prepared at their first step).
 
 ``--work`` adds the ratio of the two models' matrix-product work (``sdpa`` model ÷ method
 model, the multiply-adds of ``mm`` / ``addmm`` that ``torch.utils.flop_counter`` counts: the

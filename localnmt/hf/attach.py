@@ -12,6 +12,7 @@ folder.
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -48,14 +49,11 @@ def apply(
     ``model``."""
     require_transformers()
     register()
-    if getattr(model.config, NAME, None) is not None or any(
-        isinstance(m, LocalAttention) for m in model.modules()
-    ):
-        raise SpecError("localnmt.hf.apply: this model already has localnmt methods; build a "
-                        "fresh model (or load it with localnmt.hf.from_pretrained)")  # fmt: skip
+    _check_fresh(model)
     specs = AttentionSpecs.parse(encoder_self, decoder_self, cross)
     sites = attention_sites(model)
     built = [(site, _build(model, site, specs.site(site.kind))) for site in sites]
+    _own_config(model)
     for site, attention in built:
         if attention is not None:
             _attach(site, attention)
@@ -63,6 +61,35 @@ def apply(
     model.config.localnmt = {kind: texts[kind] for kind in SITES}
     _use_attention_function(model)
     return model
+
+
+def _check_fresh(model: nn.Module) -> None:
+    """One line where ``model`` has methods already, or a config that records some without
+    any attached (built from the config of a model :func:`apply` changed, or of a folder it
+    saved): such a model would run plain attention while its config claims the methods."""
+    if any(isinstance(m, LocalAttention) for m in model.modules()):
+        raise SpecError("localnmt.hf.apply: this model already has localnmt methods; build a "
+                        "fresh model (or load it with localnmt.hf.from_pretrained)")  # fmt: skip
+    recorded = getattr(model.config, NAME, None)
+    if recorded is not None:
+        raise SpecError(f"localnmt.hf.apply: this model's config records localnmt methods "
+                        f"(config.localnmt = {recorded}) but the model has none: it was built "
+                        "from the config of a model that localnmt.hf.apply changed or saved; "
+                        "build it from a fresh config, or load the folder with "
+                        "localnmt.hf.from_pretrained")  # fmt: skip
+
+
+def _own_config(model: nn.Module) -> None:
+    """Give ``model`` a copy of its config before the methods are recorded in it. A
+    transformers model keeps the very config object it was built from and hands it to its
+    layers, so a second model built from the same object (the baseline beside the method
+    model) would otherwise run the localnmt attention function and save the methods' specs in
+    its own config.json."""
+    shared = model.config
+    own = copy.deepcopy(shared)
+    for module in model.modules():
+        if getattr(module, "config", None) is shared:
+            module.config = own
 
 
 def _build(model: nn.Module, site: HFSite, spec: SiteSpec) -> LocalAttention | None:
@@ -158,7 +185,9 @@ def from_pretrained(cls: Any, folder: str | Path, **kwargs: Any) -> nn.Module:
     every saved tensor (methods' parameters included) is loaded into it, strictly."""
     require_transformers()
     register()
-    config = kwargs.pop("config", None) or cls.config_class.from_pretrained(folder, **kwargs)
+    given = kwargs.pop("config", None)  # copied: the caller's object stays as it is
+    config = copy.deepcopy(given) if given is not None else cls.config_class.from_pretrained(
+        folder, **kwargs)  # fmt: skip
     specs = getattr(config, NAME, None)
     if not isinstance(specs, dict):
         raise CheckpointError(f"{folder}: config.json has no 'localnmt' entry; load it with "

@@ -19,6 +19,7 @@ from hf_models import (  # noqa: E402
     assert_saved_and_loaded_alike,
     randomise,
     source_batch,
+    tiny_config,
     tiny_model,
 )
 
@@ -107,6 +108,48 @@ def test_save_and_from_pretrained_restore_the_same_model(tmp_path) -> None:
     assert loaded.config.localnmt == {
         k: specs[k] for k in ("encoder_self", "decoder_self", "cross")
     }
+
+
+def test_a_baseline_built_from_the_same_config_stays_plain(tmp_path) -> None:
+    """A transformers model keeps the config object it was built from: apply gives the method
+    model a copy, so that a baseline built from the same object keeps transformers' attention
+    and saves no methods, and a second model from it takes methods of its own."""
+    import json
+
+    config = tiny_config()
+    baseline = type(tiny_model())(config)
+    attention = baseline.config._attn_implementation
+    model = localnmt.hf.apply(type(baseline)(config), cross="gmm[k=2]")
+    assert model.config is not config and model.config.localnmt["cross"] == "gmm[k=2]"
+    assert not any(getattr(m, "config", None) is config for m in model.modules())
+    assert model.model.decoder.layers[0].encoder_attn.config._attn_implementation == "localnmt"
+    assert getattr(config, "localnmt", None) is None
+    assert baseline.config._attn_implementation == attention != "localnmt"
+    baseline.save_pretrained(tmp_path)
+    assert "localnmt" not in json.loads((tmp_path / "config.json").read_text())
+    second = localnmt.hf.apply(type(baseline)(config), encoder_self="localness")
+    assert second.config.localnmt["encoder_self"] == "localness"
+
+
+def test_a_model_built_from_a_changed_config_is_refused() -> None:
+    """A model built from the config of a model apply changed records methods it does not
+    have (it would run plain attention): apply says so rather than adding to the record."""
+    from localnmt.attention.modifier import SpecError
+
+    model = local_model()
+    with pytest.raises(SpecError, match=r"records localnmt methods .* but the model has none"):
+        localnmt.hf.apply(type(model)(model.config), cross="gmm[k=2]")
+    with pytest.raises(SpecError, match="already has localnmt methods"):
+        localnmt.hf.apply(model, cross="gmm[k=2]")
+
+
+def test_from_pretrained_leaves_a_given_config_alone(tmp_path) -> None:
+    model = local_model()
+    model.save_pretrained(tmp_path)
+    config = type(model.config).from_pretrained(tmp_path)
+    loaded = localnmt.hf.from_pretrained(type(model), tmp_path, config=config)
+    assert config.localnmt == loaded.config.localnmt == model.config.localnmt
+    assert loaded.config is not config and config._attn_implementation != "localnmt"
 
 
 def test_from_pretrained_of_a_plain_folder_says_what_to_do(tmp_path) -> None:

@@ -79,6 +79,26 @@ def test_gradients_reach_every_attached_parameter() -> None:
     assert not dead, dead
 
 
+def test_gradient_checkpointing_gives_the_same_gradients() -> None:
+    """transformers' gradient checkpointing runs each layer's forward again in backward (the
+    pre-hook's layer input and the cross-attention's state with it): every gradient as
+    without it."""
+    ids, mask = source_batch()
+    labels = TARGETS[:, 1:].masked_fill(TARGETS[:, 1:].eq(PAD), -100)
+    grads = []
+    for checkpointing in (False, True):
+        model = local_model()
+        model.train()
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS[:, :-1],
+              labels=labels).loss.backward()  # fmt: skip
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 20
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, atol=0, rtol=0, msg=name)
+
+
 def test_only_layers_that_read_the_input_or_the_cache_carry_the_pre_hook() -> None:
     """The pre-hook keeps the layer input (BLOCK's gate) and the decoding cache
     (cross-attention's state); a self-attention layer that reads neither runs without a hook,

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from localnmt.attention.attention_specs import AttentionSpecs, SiteSpec
@@ -179,26 +180,67 @@ def _use_attention_function(model: nn.Module) -> None:
             own(NAME)
 
 
-def from_pretrained(cls: Any, folder: str | Path, **kwargs: Any) -> nn.Module:
+def from_pretrained(cls: Any, folder: str | Path, *, dtype: Any = None,
+                    **kwargs: Any) -> nn.Module:  # fmt: skip
     """``cls.from_pretrained`` for a folder that ``save_pretrained`` wrote after
     :func:`apply`: the model is built from the saved config, given the recorded methods, and
-    every saved tensor (methods' parameters included) is loaded into it, strictly."""
+    every saved tensor (methods' parameters included) is loaded into it, strictly.
+
+    ``dtype`` (``torch_dtype`` too, transformers' older name): the parameters' dtype, a
+    ``torch.dtype`` or ``"auto"`` (the one ``config.json`` records); default float32, as the
+    model's constructor builds it. ``config``: a config to build from instead of the saved one
+    (copied, not changed). Other keyword arguments override fields of the saved config
+    (``dropout=0.1``) or are transformers' options for reading it (``revision``,
+    ``cache_dir`` …); anything else is one ``TypeError`` (a misspelt field would otherwise
+    be dropped without a word)."""
     require_transformers()
     register()
-    given = kwargs.pop("config", None)  # copied: the caller's object stays as it is
-    config = copy.deepcopy(given) if given is not None else cls.config_class.from_pretrained(
-        folder, **kwargs)  # fmt: skip
+    if "torch_dtype" in kwargs:
+        older = kwargs.pop("torch_dtype")
+        dtype = older if dtype is None else dtype
+    given = kwargs.pop("config", None)
+    if given is not None:
+        if kwargs:
+            raise TypeError(f"localnmt.hf.from_pretrained: {', '.join(kwargs)} given beside "
+                            "config=: set them on that config instead")  # fmt: skip
+        config = copy.deepcopy(given)  # the caller's object stays as it is
+    else:
+        config, unused = cls.config_class.from_pretrained(folder, return_unused_kwargs=True,
+                                                          **kwargs)  # fmt: skip
+        if unused:
+            raise TypeError(f"localnmt.hf.from_pretrained: unexpected option(s) "
+                            f"{', '.join(unused)}: neither fields of "
+                            f"{type(config).__name__} nor options this function takes (dtype, "
+                            "config, and transformers' options for reading a config)")  # fmt: skip
     specs = getattr(config, NAME, None)
     if not isinstance(specs, dict):
         raise CheckpointError(f"{folder}: config.json has no 'localnmt' entry; load it with "
                               f"{cls.__name__}.from_pretrained")  # fmt: skip
+    target = _dtype(dtype, config)
     config.localnmt = None
     config._attn_implementation = "sdpa"
     model = cls(config)
     apply(model, **{kind: specs.get(kind) for kind in SITES})
     _load_weights(model, Path(folder))
     _load_generation_config(model, folder)
+    if target is not None:
+        model.to(target)
     return model.eval()
+
+
+def _dtype(dtype: Any, config: Any) -> torch.dtype | None:
+    """The dtype :func:`from_pretrained` casts to: None (keep float32), a ``torch.dtype``, or
+    for ``"auto"`` the one the config records (``dtype``; ``torch_dtype`` before transformers
+    5), None where it records none."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype != "auto":
+        raise TypeError(f"localnmt.hf.from_pretrained: dtype must be a torch.dtype or 'auto', "
+                        f"got {dtype!r}")  # fmt: skip
+    recorded = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    if isinstance(recorded, str):
+        recorded = getattr(torch, recorded.removeprefix("torch."), None)
+    return recorded if isinstance(recorded, torch.dtype) else None
 
 
 def _load_weights(model: nn.Module, folder: Path) -> None:

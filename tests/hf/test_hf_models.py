@@ -172,6 +172,34 @@ def test_from_pretrained_leaves_a_given_config_alone(tmp_path) -> None:
     assert loaded.config is not config and config._attn_implementation != "localnmt"
 
 
+def test_from_pretrained_takes_a_dtype_and_config_fields_and_refuses_the_rest(tmp_path) -> None:
+    """dtype (and transformers' older torch_dtype, and "auto": the saved one) casts the whole
+    model, methods included; a config field overrides the saved one; an option that is
+    neither is one TypeError instead of being dropped."""
+    model = local_model()
+    model.save_pretrained(tmp_path / "f32")
+    model.to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    load = localnmt.hf.from_pretrained
+    cls = type(model)
+    for folder, options, expected in (
+        ("f32", {}, torch.float32),
+        ("f32", {"dtype": torch.bfloat16}, torch.bfloat16),
+        ("f32", {"torch_dtype": torch.float64}, torch.float64),
+        ("f32", {"dtype": "auto"}, torch.float32),
+        ("bf16", {"dtype": "auto"}, torch.bfloat16),
+        ("bf16", {}, torch.float32),
+    ):
+        loaded = load(cls, tmp_path / folder, **options)
+        assert {p.dtype for p in loaded.parameters()} == {expected}, (folder, options)
+    assert load(cls, tmp_path / "f32", dropout=0.25).config.dropout == 0.25
+    with pytest.raises(TypeError, match="unexpected option.*device_map"):
+        load(cls, tmp_path / "f32", device_map="cpu")
+    with pytest.raises(TypeError, match="dtype must be"):
+        load(cls, tmp_path / "f32", dtype="bf16")
+    with pytest.raises(TypeError, match="beside config="):
+        load(cls, tmp_path / "f32", config=model.config, dropout=0.25)
+
+
 def test_from_pretrained_of_a_plain_folder_says_what_to_do(tmp_path) -> None:
     from localnmt.errors import CheckpointError
 

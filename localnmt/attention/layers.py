@@ -114,6 +114,7 @@ class LocalSelfAttention(nn.Module):
         """``x`` ``(B, T, C)``, ``padding_mask`` ``(B, T)`` True at padding (with a cache: of
         this call's tokens). Returns ``(B, T, C)``, and the head-averaged weights ``(B, T,
         Tk)`` with ``need_weights``."""
+        padding_mask = checked_padding(padding_mask, x.shape[:2], "padding_mask")
         causal = self.attention.site.causal
         queries = x.size(1)
         keys = queries + _cached_keys(self.attention, cache)
@@ -158,9 +159,30 @@ class LocalCrossAttention(nn.Module):
         ``memory_padding_mask`` ``(B, Tk)`` True at padding. With a cache the memory's keys
         and values are projected at the first step only, and methods that follow the decoder
         step (GMM's cumulative means) continue from the cache."""
+        memory_padding_mask = checked_padding(memory_padding_mask, memory.shape[:2],
+                                              "memory_padding_mask")  # fmt: skip
         m = memory.transpose(0, 1)
         return _run(self.attention, x.transpose(0, 1), m, memory_padding_mask, None, cache,
                     True, need_weights)  # fmt: skip
+
+
+def checked_padding(mask: Tensor | None, shape: tuple[int, ...] | torch.Size | None,
+                    name: str) -> Tensor | None:  # fmt: skip
+    """``mask`` where it is a bool tensor (of ``shape`` ``(B, T)`` where given), True at
+    padding; else one ValueError saying what to pass. A 0/1 integer or float mask is refused:
+    it reads either way, and transformers' ``attention_mask`` is 1 at real tokens, the
+    opposite of this one."""
+    if mask is None:
+        return None
+    if mask.dtype != torch.bool:
+        dtype = str(mask.dtype).removeprefix("torch.")
+        raise ValueError(f"{name} must be a bool tensor, True at padding; got {dtype} (from a "
+                         "transformers attention_mask, 1 at real tokens, pass "
+                         "attention_mask == 0)")  # fmt: skip
+    if shape is not None and tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"{name} must be (batch, length) = {tuple(shape)}, got "
+                         f"{tuple(mask.shape)}")  # fmt: skip
+    return mask
 
 
 def _cached_keys(attention: LocalAttention, cache: IncrementalState | None) -> int:
@@ -213,11 +235,13 @@ def local_attention(
     ``v`` ``(B, H, Tk, d)`` (cached keys included); returns ``(out (B, H, Tq, d), weights
     (B, H, Tq, Tk) or None)``. ``attention`` holds the methods and their parameters (its
     projections are not used); ``query_input`` ``(B, Tq, C)`` is the layer input, which
-    BLOCK's gate reads. ``scaling`` multiplies ``q`` (default ``1/√d``); ``causal`` (default:
-    the site's) adds the causal triangle to ``attn_mask`` (``(Tq, Tk)`` bool, True = blocked,
-    or additive float). ``state`` is the
-    module's decoding dict and ``query_offset`` each row's decoder step, for methods that
-    follow decoding in cross-attention."""
+    BLOCK's gate reads; ``key_padding_mask`` ``(B, Tk)`` bool, True at padding (a 0/1 mask
+    is refused: :func:`checked_padding`). ``scaling`` multiplies ``q`` (default ``1/√d``);
+    ``causal`` (default: the site's) adds the causal triangle to ``attn_mask`` (``(Tq, Tk)``
+    bool, True = blocked, or additive float). ``state`` is the module's decoding dict and
+    ``query_offset`` each row's decoder step, for methods that follow decoding in
+    cross-attention."""
+    key_padding_mask = checked_padding(key_padding_mask, None, "key_padding_mask")
     scale = attention.scaling if scaling is None else scaling
     if causal is None:
         causal = attention.site.causal

@@ -136,6 +136,30 @@ def test_functional_form_asks_for_the_layer_input_where_a_method_reads_it() -> N
         local_attention(core, q, q, q)
 
 
+def test_padding_masks_must_be_bool_and_batch_by_length() -> None:
+    """A 0/1 mask reads either way (transformers' attention_mask is 1 at real tokens, the
+    opposite of these): only bool masks, True at padding, of the right shape are taken."""
+    x, memory = torch.randn(2, 5, E), torch.randn(2, 7, E)
+    pad = _pad([5, 3], 5, "right")
+    hf_style = (~pad).long()
+    with pytest.raises(ValueError, match=r"padding_mask must be a bool tensor.*got int64.*== 0"):
+        _self("localness")(x, padding_mask=hf_style)
+    with pytest.raises(ValueError, match="got float32"):
+        _self("localness")(x, padding_mask=pad.float())
+    with pytest.raises(ValueError, match=r"must be \(batch, length\) = \(2, 5\), got \(2, 7\)"):
+        _self("localness")(x, padding_mask=_pad([7, 3], 7, "right"))
+    with pytest.raises(ValueError, match="memory_padding_mask must be a bool tensor"):
+        _cross("gmm[k=2]")(x, memory, memory_padding_mask=(~_pad([7, 4], 7, "right")).long())
+    core = _self("localness").attention
+    q = torch.randn(2, H, 5, E // H)
+    with pytest.raises(ValueError, match="key_padding_mask must be a bool tensor"):
+        local_attention(core, q, q, q, key_padding_mask=hf_style)
+    torch.testing.assert_close(  # the bool mask itself: as before
+        _self("localness")(x, padding_mask=pad)[1, :3],
+        _self("localness")(x[:, :3], padding_mask=pad[:, :3])[1],
+    )
+
+
 def test_bad_specs_are_one_error_before_any_parameter() -> None:
     with pytest.raises(SpecError, match="unknown attention method 'nope'"):
         LocalSelfAttention(E, H, "nope")

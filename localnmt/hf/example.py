@@ -7,19 +7,28 @@ sacrebleu (docs/huggingface.md)::
 ``DIR`` holds ``train.SRC``, ``train.TGT``, ``test.SRC`` and ``test.TGT``: one sentence per
 line, aligned by line. A joint SentencePiece model is trained on the training text, the model
 is built from a ``MarianConfig`` (no download), trained with ``Seq2SeqTrainer``, saved with
-``save_pretrained`` (reload it with :func:`localnmt.hf.from_pretrained`), and its beam-search
-translations of the test set are scored with sacrebleu.
+``save_pretrained`` (reload it with :func:`localnmt.hf.from_pretrained`; its SentencePiece
+model is saved beside it), and its beam-search translations of the test set are scored with
+sacrebleu. ``OUT/score.json`` says where the score came from: the specs, the updates, the
+training loss's first and last readings, whether the run learned something
+(:mod:`localnmt.evaluation.learned`) and the sha256 of every file the score depends on (the
+training and test text, the SentencePiece model, the model's weights, the hypotheses). A run
+that did not learn is reported as such, not with its BLEU as a result.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 from pathlib import Path
 
 import torch
 
+from localnmt.atomic import write_json
+from localnmt.digests import sha256_file
 from localnmt.errors import UsageError, entry_point
+from localnmt.evaluation.learned import MIN_BLEU, learned
 
 log = logging.getLogger("localnmt.hf.example")
 PAD, EOS, UNK = 0, 1, 2
@@ -157,13 +166,52 @@ def main(argv: list[str] | None = None) -> float:
         save_strategy="no", report_to=[], logging_steps=max(1, args.steps // 20),
         use_cpu=not torch.cuda.is_available(), seed=args.seed, disable_tqdm=True,
     )  # fmt: skip
-    Seq2SeqTrainer(model=model, args=training, train_dataset=rows, data_collator=collate).train()
+    trainer = Seq2SeqTrainer(model=model, args=training, train_dataset=rows,
+                             data_collator=collate)  # fmt: skip
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     model.save_pretrained(args.out / "model")
+    shutil.copyfile(args.out / "spm.model", args.out / "model" / "spm.model")
     hyps = translate(model, sp, test_src, args)
-    (args.out / f"test.hyp.{args.tgt}").write_text("\n".join(hyps) + "\n", encoding="utf-8")
-    bleu = sacrebleu.corpus_bleu(hyps, [test_tgt])
-    print(f"BLEU {bleu.score:.2f}  ({bleu})")
+    hypotheses = args.out / f"test.hyp.{args.tgt}"
+    hypotheses.write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    metric = sacrebleu.BLEU()
+    bleu = metric.corpus_score(hyps, [test_tgt])
+    took = learned(bleu.score, losses)
+    write_json(args.out / "score.json", score_record(args, bleu, str(metric.get_signature()),
+                                                     losses, took, hypotheses))  # fmt: skip
+    if took:
+        print(f"BLEU {bleu.score:.2f}  ({bleu})")
+    else:
+        loss = f"{losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "not logged"
+        print(f"Did not learn: BLEU {bleu.score:.2f} (under {MIN_BLEU:g}) or a training loss "
+              f"that did not fall ({loss}); not a result: train longer (--steps) or on more "
+              "data")  # fmt: skip
     return bleu.score
+
+
+def score_record(args: argparse.Namespace, bleu, signature: str, losses: list[float],
+                 took: bool, hypotheses: Path) -> dict:  # fmt: skip
+    """``score.json``: the score and where it came from (see the module docstring)."""
+    inputs = {f"{split}.{lang}": args.data / f"{split}.{lang}"
+              for split in ("train", "test") for lang in (args.src, args.tgt)}  # fmt: skip
+    produced = {"spm.model": args.out / "spm.model", hypotheses.name: hypotheses}
+    produced.update({f"model/{p.name}": p for p in sorted((args.out / "model").iterdir())
+                     if p.suffix in (".safetensors", ".bin")})  # fmt: skip
+    return {
+        "bleu": round(bleu.score, 2),
+        "sacrebleu": str(bleu),
+        "signature": signature,
+        "learned": took,
+        "training_loss": {"first": losses[0] if losses else None,
+                          "last": losses[-1] if losses else None, "readings": len(losses)},
+        "specs": {"encoder_self": args.encoder_self, "decoder_self": args.decoder_self,
+                  "cross": args.cross},
+        "updates": args.steps,
+        "seed": args.seed,
+        "data": str(args.data),
+        "sha256": {name: sha256_file(path) for name, path in {**inputs, **produced}.items()},
+    }  # fmt: skip
 
 
 if __name__ == "__main__":

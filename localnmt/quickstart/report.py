@@ -12,19 +12,17 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from localnmt.evaluation.learned import MIN_BLEU
+from localnmt.evaluation.learned import learned as learned_from
 from localnmt.evaluation.results import TrainingRecord
 from localnmt.quickstart.run_record import Allotment, Corpus, QuickstartRun
 from localnmt.runs.timed_validation import CurvePoint
 
-# A system "learned something" when its BLEU and its validation loss say so.
-MIN_BLEU = 1.0
-
 
 def learned(bleu: float, curve: list[CurvePoint]) -> bool:
-    """A run learned something: BLEU of at least ``MIN_BLEU`` and a validation loss that went
-    down."""
-    losses = [p.valid_loss for p in curve]
-    return bleu >= MIN_BLEU and len(losses) >= 2 and losses[-1] < losses[0]
+    """A run learned something (:func:`localnmt.evaluation.learned.learned`): BLEU of at
+    least ``MIN_BLEU`` and a validation loss that went down."""
+    return learned_from(bleu, [p.valid_loss for p in curve])
 
 
 @dataclass

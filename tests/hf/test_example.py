@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -11,6 +12,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("sentencepiece")
 
 import localnmt.hf  # noqa: E402
+from localnmt.digests import sha256_file  # noqa: E402
 from localnmt.hf import example  # noqa: E402
 
 WORDS = "the cat dog sees a house big small red green runs sleeps".split()
@@ -36,13 +38,36 @@ def test_example_trains_saves_and_scores(tmp_path, capsys) -> None:
     bleu = example.main(["--data", str(tmp_path), "--out", str(out), *TINY,
                          "--cross", "gmm[k=2]"])  # fmt: skip
     assert 0.0 <= bleu <= 100.0
-    assert "BLEU" in capsys.readouterr().out
+    printed = capsys.readouterr().out
     assert len((out / "test.hyp.de").read_text().splitlines()) == 8
+    # score.json: the score with where it came from; 12 updates on tiny data learn nothing,
+    # which the run says instead of printing the BLEU as a result
+    record = json.loads((out / "score.json").read_text())
+    assert record["bleu"] == round(bleu, 2) and record["updates"] == 12
+    assert record["specs"] == {"encoder_self": "localness[window=query]", "decoder_self": "",
+                               "cross": "gmm[k=2]"}  # fmt: skip
+    assert record["training_loss"]["readings"] >= 2 and record["signature"].startswith("nrefs:1")
+    last = printed.strip().splitlines()[-1]
+    assert record["learned"] is False and last.startswith("Did not learn: BLEU")
+    for name, folder in (("test.de", tmp_path), ("train.en", tmp_path), ("test.hyp.de", out),
+                         ("spm.model", out)):  # fmt: skip
+        assert record["sha256"][name] == sha256_file(folder / name)
+    weights = [n for n in record["sha256"] if n.startswith("model/")]
+    assert weights and all(record["sha256"][n] == sha256_file(out / n) for n in weights)
+    assert sha256_file(out / "model" / "spm.model") == record["sha256"]["spm.model"]
     from transformers import MarianMTModel
 
     model = localnmt.hf.from_pretrained(MarianMTModel, out / "model")
     assert model.config.localnmt["encoder_self"] == "localness[window=query]"
     assert model.config.localnmt["cross"] == "gmm[k=2]"
+
+
+def test_example_prints_the_bleu_of_a_run_that_learned(tmp_path, capsys, monkeypatch) -> None:
+    write_corpus(tmp_path)
+    monkeypatch.setattr(example, "learned", lambda bleu, losses: True)
+    example.main(["--data", str(tmp_path), "--out", str(tmp_path / "run"), *TINY])
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("BLEU ")
+    assert json.loads((tmp_path / "run" / "score.json").read_text())["learned"] is True
 
 
 def test_example_missing_data_is_one_line(tmp_path, capsys) -> None:

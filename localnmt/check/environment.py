@@ -1,5 +1,6 @@
-"""What this install runs on: Python, torch, fairseq, the device, the C extensions, FlexAttention
-and CPU threads (in the spirit of ``python -m torch.utils.collect_env``)."""
+"""What this install runs on: Python, torch, fairseq, transformers (for ``localnmt.hf``), the
+device, the C extensions, FlexAttention and CPU threads (in the spirit of ``python -m
+torch.utils.collect_env``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,30 @@ def _version(*distributions: str) -> str | None:
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
+
+
+def transformers_status() -> dict[str, Any]:
+    """The installed transformers (read from its metadata: not imported) and whether
+    ``localnmt.hf`` takes it (:mod:`localnmt.hf.versions`), T5's family included."""
+    from localnmt.hf.versions import BEYOND, OLDEST, REQUIREMENT, T5_DISPATCH, release
+
+    version = _version("transformers")
+    if version is None:
+        return {"version": None, "supported": False, "t5": False, "requirement": REQUIREMENT}
+    found = release(version)
+    return {"version": version, "supported": OLDEST <= found < BEYOND,
+            "t5": release(T5_DISPATCH) <= found < BEYOND, "requirement": REQUIREMENT}  # fmt: skip
+
+
+def format_transformers(status: dict[str, Any]) -> str:
+    """One line: the version and what ``localnmt.hf`` does with it."""
+    need = status["requirement"]
+    if status["version"] is None:
+        return f"not installed (localnmt.hf needs {need}: pip install 'localnmt[hf]')"
+    if not status["supported"]:
+        return f"{status['version']}: outside {need}, localnmt.hf refuses it"
+    t5 = "T5 family too" if status["t5"] else "not the T5 family (it dispatches from 5.15)"
+    return f"{status['version']}: localnmt.hf runs with it ({need}; {t5})"
 
 
 def device_info(device: torch.device) -> dict[str, Any]:
@@ -89,6 +114,7 @@ def collect(device: torch.device) -> dict[str, Any]:
         "platform": platform.platform(),
         "torch": torch.__version__,
         "fairseq": _version("ve-fairseq", "fairseq-fixed", "fairseq"),
+        "transformers": transformers_status(),
         "localnmt": _version("localnmt"),
         "cuda_available": torch.cuda.is_available(),
         "device": device_info(device),
@@ -120,6 +146,7 @@ def format_environment(env: dict[str, Any]) -> str:
         ("python", f"{env['python']} ({env['platform']})"),
         ("torch", env["torch"]),
         ("fairseq", env["fairseq"] or "not found"),
+        ("transformers", format_transformers(env["transformers"])),
         ("localnmt", env["localnmt"] or "not installed (source tree)"),
         ("device", where),
         ("C extensions", extensions),

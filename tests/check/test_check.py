@@ -35,6 +35,9 @@ def test_json_of_a_passing_run(capsys, tmp_path):
     assert {e["state"] for e in env["c_extensions"]} <= {"built", "stale", "missing"}
     assert isinstance(env["flex_attention"]["available"], bool) and env["flex_attention"]["why"]
     assert env["threads"]["torch_threads"] == torch.get_num_threads()
+    found = env["transformers"]
+    assert found["requirement"].startswith("transformers>=")
+    assert isinstance(found["supported"], bool) and isinstance(found["t5"], bool)
     assert isinstance(env["threads"]["c_kernels_on_torch_threads"], bool)
     sections = {r["section"] for r in doc["results"]}
     assert sections == {"forward/backward", "incremental", "training"}
@@ -133,3 +136,18 @@ def test_a_cuda_device_without_cuda_is_an_error(capsys):
         main(["--device", "cuda", "--quick"])
     assert exit_info.value.code == 2
     assert "sees no CUDA device" in capsys.readouterr().err
+
+
+def test_the_transformers_line_says_what_localnmt_hf_does_with_it():
+    from localnmt.check.environment import format_transformers
+
+    need = "transformers>=4.53,<6"
+    line = format_transformers({"version": None, "supported": False, "t5": False,
+                                "requirement": need})  # fmt: skip
+    assert line.startswith("not installed") and "pip install 'localnmt[hf]'" in line
+    line = format_transformers({"version": "4.40.0", "supported": False, "t5": False,
+                                "requirement": need})  # fmt: skip
+    assert line == f"4.40.0: outside {need}, localnmt.hf refuses it"
+    line = format_transformers({"version": "4.53.0", "supported": True, "t5": False,
+                                "requirement": need})  # fmt: skip
+    assert "runs with it" in line and "not the T5 family" in line

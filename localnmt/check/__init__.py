@@ -1,12 +1,15 @@
 """``localnmt-check`` (``python -m localnmt.check``): is this install sound on this machine?
 
 In the spirit of ``python -m xformers.info`` and ``python -m torch.utils.collect_env``: the
-environment (Python, torch, fairseq, the device, the C extensions, FlexAttention, threads);
-for every method family and a few lengths, which kernel runs here and why each other kernel
-declines; then a self-test with a PASS/FAIL table: every method's forward and backward, in
-float32 and each low precision the device supports, through the kernels and the dense path
-against the reference path; step-by-step decoding against the full pass; a few training
-updates of a tiny model per method with a finite, falling loss. Exit status 1 on any FAIL.
+environment (Python, torch, fairseq, transformers, the device, the C extensions,
+FlexAttention, threads); for every method family and a few lengths, which kernel runs here and
+why each other kernel declines; then a self-test with a PASS/FAIL table: every method's
+forward and backward, in float32 and each low precision the device supports, through the
+kernels and the dense path against the reference path; step-by-step decoding against the full
+pass; a few training updates of a tiny model per method with a finite, falling loss; and,
+where transformers is installed in ``localnmt.hf``'s range, a tiny MarianMT model with a
+method at every site (it imports, cached generation equals uncached, a few updates lower the
+loss, saving and loading keep its logits). Exit status 1 on any FAIL.
 
     localnmt-check --quick          # seconds on a 2-core CPU
     localnmt-check                  # fuller: longer sequences (band, FlexAttention), more updates
@@ -22,7 +25,7 @@ from typing import Any
 
 from localnmt.errors import UsageError, entry_point
 
-SECTIONS = ("kernels", "forward", "incremental", "training")
+SECTIONS = ("kernels", "forward", "incremental", "training", "transformers")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,6 +135,10 @@ def _run_sections(
         for site, spec in families:
             for dtype in dtypes:
                 results.append(selftest.training(site, spec, device, updates, dtype))
+    if "transformers" in sections:
+        from localnmt.check.hf_runs import transformers_checks
+
+        results += transformers_checks(device, 6 if quick else 20)
     doc["results"] = [r.as_dict() for r in results]
     doc["summary"] = {s: sum(r.status == s for r in results) for s in ("PASS", "FAIL", "SKIP")}
 

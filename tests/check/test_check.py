@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from localnmt.attention import dispatch
@@ -40,7 +41,7 @@ def test_json_of_a_passing_run(capsys, tmp_path):
     assert isinstance(found["supported"], bool) and isinstance(found["t5"], bool)
     assert isinstance(env["threads"]["c_kernels_on_torch_threads"], bool)
     sections = {r["section"] for r in doc["results"]}
-    assert sections == {"forward/backward", "incremental", "training"}
+    assert sections == {"forward/backward", "incremental", "training", "transformers"}
     names = [r["name"] for r in doc["results"]]
     for dtype in ("float32", "float16", "bfloat16"):  # the CPU computes all three
         assert f"encoder_self:csan_1d[window=3] T=10 {dtype}" in names
@@ -151,3 +152,28 @@ def test_the_transformers_line_says_what_localnmt_hf_does_with_it():
     line = format_transformers({"version": "4.53.0", "supported": True, "t5": False,
                                 "requirement": need})  # fmt: skip
     assert "runs with it" in line and "not the T5 family" in line
+
+
+def test_the_transformers_section_runs_a_marian_model_with_methods(capsys, monkeypatch):
+    """Where transformers is in range: it imports, and a tiny Marian model with a method at
+    every site generates alike with and without the cache, learns, and saves and loads; where
+    the import breaks (a broken optional dependency), one FAIL saying how; where transformers
+    is missing, one SKIP saying what to install."""
+    import sys
+
+    from localnmt.check import hf_runs
+
+    pytest.importorskip("transformers")
+    results = hf_runs.transformers_checks(torch.device("cpu"), 6)
+    assert [r.name for r in results] == ["import", "marian: generate with the cache",
+                                         "marian: training x6",
+                                         "marian: save_pretrained, from_pretrained"]  # fmt: skip
+    assert all(r.status == "PASS" for r in results), [r.detail for r in results]
+    monkeypatch.setitem(sys.modules, "transformers", None)  # importing it raises
+    broken = hf_runs.transformers_checks(torch.device("cpu"), 6)
+    assert [(r.name, r.status) for r in broken] == [("import", "FAIL")]
+    assert "ImportError" in broken[0].detail or "ModuleNotFoundError" in broken[0].detail
+    missing = {"version": None, "supported": False, "t5": False, "requirement": "x"}
+    monkeypatch.setattr(hf_runs, "transformers_status", lambda: missing)
+    (skipped,) = hf_runs.transformers_checks(torch.device("cpu"), 6)
+    assert skipped.status == "SKIP" and "not installed" in skipped.detail

@@ -61,7 +61,41 @@ def apply(
     texts = specs.texts()
     model.config.localnmt = {kind: texts[kind] for kind in SITES}
     _use_attention_function(model)
+    _on_load(model, check_loaded_methods)
     return model
+
+
+def _on_load(model: nn.Module, hook: Any) -> None:
+    """``hook(module, state_dict, prefix, …, error_msgs)`` before every ``load_state_dict``
+    of ``model`` (torch's public registration where it has one, its older private one else)."""
+    public = getattr(model, "register_load_state_dict_pre_hook", None)
+    if callable(public):
+        public(hook)
+    else:  # torch before 2.4
+        model._register_load_state_dict_pre_hook(hook, with_module=True)
+
+
+def check_loaded_methods(module: nn.Module, state_dict: dict, prefix: str, local_metadata: Any,
+                         strict: bool, missing_keys: list, unexpected_keys: list,
+                         error_msgs: list) -> None:  # fmt: skip
+    """A ``load_state_dict`` pre-hook of a model with methods: a state that brings methods'
+    parameters (``….localnmt.…``) must bring exactly this model's, strict or not, so that a
+    checkpoint of other specs (transformers' ``Trainer`` resumes non-strictly, with a logged
+    warning) is one error instead of a model whose methods start afresh. A state without any
+    (a pretrained checkpoint to fine-tune from) loads as before."""
+    incoming = {k[len(prefix):] for k in state_dict if k.startswith(prefix) and ".localnmt." in k}
+    if not incoming:
+        return
+    own = {k for k in module.state_dict() if ".localnmt." in k}
+    if incoming != own:
+        extra, lacking = sorted(incoming - own), sorted(own - incoming)
+        error_msgs.append(
+            f"localnmt: the state's method parameters are not this model's (methods "
+            f"{getattr(module.config, NAME, None)}): {len(extra)} it has not, e.g. "
+            f"{extra[:2]}; {len(lacking)} it lacks, e.g. {lacking[:2]}. A checkpoint of a model "
+            "with other localnmt specs: load it into a model with those (or "
+            "localnmt.hf.from_pretrained its folder)"
+        )
 
 
 def _check_fresh(model: nn.Module) -> None:

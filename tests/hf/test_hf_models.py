@@ -252,6 +252,35 @@ def test_seq2seq_trainer_steps(tmp_path) -> None:
     assert len(moved) == len(before)
 
 
+def test_resuming_from_a_checkpoint_of_other_specs_is_refused(tmp_path) -> None:
+    """transformers' Trainer resumes non-strictly (a logged warning for the keys that do not
+    match): a checkpoint of a model with other methods is one error naming them, not a model
+    whose methods start afresh; the same model resumes, and a plain model's weights still load
+    into one with methods (fine-tuning)."""
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    def collate(rows):
+        return {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
+
+    def trainer(model, steps: int) -> Seq2SeqTrainer:
+        args = Seq2SeqTrainingArguments(
+            output_dir=str(tmp_path), max_steps=steps, per_device_train_batch_size=3,
+            learning_rate=1e-3, report_to=[], save_strategy="steps", save_steps=2,
+            use_cpu=True, disable_tqdm=True,
+        )  # fmt: skip
+        return Seq2SeqTrainer(model=model, args=args, train_dataset=batches(),
+                              data_collator=collate)  # fmt: skip
+
+    trainer(local_model(), 2).train()
+    checkpoint = str(tmp_path / "checkpoint-2")
+    other = localnmt.hf.apply(tiny_model(), encoder_self="localness", cross="gmm[k=2]")
+    with pytest.raises(RuntimeError, match=r"localnmt: the state's method parameters are not"):
+        trainer(other, 4).train(resume_from_checkpoint=checkpoint)
+    assert trainer(local_model(), 4).train(resume_from_checkpoint=checkpoint).global_step == 4
+    missing, _ = other.load_state_dict(tiny_model().state_dict(), strict=False)
+    assert missing and all(".localnmt." in key for key in missing)
+
+
 @pytest.mark.parametrize("family", ["bart", "mbart", "m2m_100"])
 def test_other_families(family: str) -> None:
     model = local_model(family)

@@ -82,7 +82,8 @@ def test_gradients_reach_every_attached_parameter() -> None:
 def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     """transformers' gradient checkpointing runs each layer's forward again in backward (the
     pre-hook's layer input and the cross-attention's state with it): every gradient as
-    without it."""
+    without it (to float32 rounding: transformers 4.53's checkpointing moves a plain Marian
+    model's gradients by ~3e-8 too; 5.x gives them bit for bit)."""
     ids, mask = source_batch()
     labels = TARGETS[:, 1:].masked_fill(TARGETS[:, 1:].eq(PAD), -100)
     grads = []
@@ -96,7 +97,7 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
         grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 20
     for name, grad in grads[0].items():
-        torch.testing.assert_close(grads[1][name], grad, atol=0, rtol=0, msg=name)
+        torch.testing.assert_close(grads[1][name], grad, atol=1e-6, rtol=1e-5, msg=name)
 
 
 def test_only_layers_that_read_the_input_or_the_cache_carry_the_pre_hook() -> None:

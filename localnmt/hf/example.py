@@ -4,6 +4,10 @@ sacrebleu (docs/huggingface.md)::
     python -m localnmt.hf.example --data DIR --src en --tgt de --out runs/hf_marian \\
         --encoder-self 'localness[window=query]' --steps 2000
 
+The methods are the three sites' specs (``--encoder-self``, ``--decoder-self``, ``--cross``);
+those not given have none, and with none given the encoder's self-attention gets
+``localness[window=query]``.
+
 ``DIR`` holds ``train.SRC``, ``train.TGT``, ``test.SRC`` and ``test.TGT``: one sentence per
 line, aligned by line. A joint SentencePiece model is trained on the training text, the model
 is built from a ``MarianConfig`` (no download), trained with ``Seq2SeqTrainer``, saved with
@@ -31,6 +35,8 @@ from localnmt.errors import UsageError, entry_point
 from localnmt.evaluation.learned import MIN_BLEU, learned
 
 log = logging.getLogger("localnmt.hf.example")
+#: the method where no site's is given (Yang et al. 2018's query-specific window)
+DEFAULT_ENCODER_SELF = "localness[window=query]"
 PAD, EOS, UNK = 0, 1, 2
 
 
@@ -121,7 +127,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--src", required=True, help="source suffix, e.g. en")
     parser.add_argument("--tgt", required=True, help="target suffix, e.g. de")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
-    parser.add_argument("--encoder-self", default="localness[window=query]", metavar="SPEC")
+    parser.add_argument("--encoder-self", default="", metavar="SPEC",
+                        help=f"method spec of the encoder's self-attention (with none of the "
+                        f"three given: {DEFAULT_ENCODER_SELF})")
     parser.add_argument("--decoder-self", default="", metavar="SPEC")
     parser.add_argument("--cross", default="", metavar="SPEC")
     parser.add_argument("--steps", type=int, default=2000, help="training updates")
@@ -135,7 +143,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-len", type=int, default=128, help="tokens per sentence")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
-    return parser.parse_args(argv)  # fmt: skip
+    args = parser.parse_args(argv)
+    if not (args.encoder_self or args.decoder_self or args.cross):
+        # a method where none is named; naming one (say --cross) gives that one alone
+        args.encoder_self = DEFAULT_ENCODER_SELF
+    return args
 
 
 @entry_point("localnmt.hf.example")
@@ -155,6 +167,8 @@ def main(argv: list[str] | None = None) -> float:
     test_src, test_tgt = read_pair(args.data, "test", args.src, args.tgt)
     args.out.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    log.info("methods: encoder_self %r, decoder_self %r, cross %r", args.encoder_self,
+             args.decoder_self, args.cross)  # fmt: skip
     sp = train_sentencepiece(train_src + train_tgt, args.out, args.vocab)
     model = build_model(sp.get_piece_size(), args)
     sources, targets = encode(sp, train_src, args.max_len), encode(sp, train_tgt, args.max_len)

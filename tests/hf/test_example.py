@@ -44,8 +44,7 @@ def test_example_trains_saves_and_scores(tmp_path, capsys) -> None:
     # which the run says instead of printing the BLEU as a result
     record = json.loads((out / "score.json").read_text())
     assert record["bleu"] == round(bleu, 2) and record["updates"] == 12
-    assert record["specs"] == {"encoder_self": "localness[window=query]", "decoder_self": "",
-                               "cross": "gmm[k=2]"}  # fmt: skip
+    assert record["specs"] == {"encoder_self": "", "decoder_self": "", "cross": "gmm[k=2]"}
     assert record["training_loss"]["readings"] >= 2 and record["signature"].startswith("nrefs:1")
     last = printed.strip().splitlines()[-1]
     assert record["learned"] is False and last.startswith("Did not learn: BLEU")
@@ -58,8 +57,16 @@ def test_example_trains_saves_and_scores(tmp_path, capsys) -> None:
     from transformers import MarianMTModel
 
     model = localnmt.hf.from_pretrained(MarianMTModel, out / "model")
-    assert model.config.localnmt["encoder_self"] == "localness[window=query]"
-    assert model.config.localnmt["cross"] == "gmm[k=2]"
+    assert model.config.localnmt == {"encoder_self": "", "decoder_self": "", "cross": "gmm[k=2]"}
+
+
+def test_example_gives_the_named_methods_alone_and_localness_without_any() -> None:
+    common = ["--data", "d", "--out", "o", "--src", "en", "--tgt", "de"]
+    named = example.parse_args([*common, "--cross", "gmm[k=4]"])
+    assert (named.encoder_self, named.decoder_self, named.cross) == ("", "", "gmm[k=4]")
+    default = example.parse_args(common)
+    assert (default.encoder_self, default.decoder_self, default.cross) == (
+        "localness[window=query]", "", "")
 
 
 def test_example_prints_the_bleu_of_a_run_that_learned(tmp_path, capsys, monkeypatch) -> None:

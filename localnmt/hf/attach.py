@@ -79,22 +79,22 @@ def check_loaded_methods(module: nn.Module, state_dict: dict, prefix: str, local
                          strict: bool, missing_keys: list, unexpected_keys: list,
                          error_msgs: list) -> None:  # fmt: skip
     """A ``load_state_dict`` pre-hook of a model with methods: a state that brings methods'
-    parameters (``….localnmt.…``) must bring exactly this model's, strict or not, so that a
-    checkpoint of other specs (transformers' ``Trainer`` resumes non-strictly, with a logged
-    warning) is one error instead of a model whose methods start afresh. A state without any
-    (a pretrained checkpoint to fine-tune from) loads as before."""
+    parameters (``….localnmt.…``) this model does not have is one error, strict or not, so
+    that a checkpoint of other specs (transformers' ``Trainer`` resumes non-strictly, with a
+    logged warning) cannot leave the model's own methods starting afresh. A state with a part
+    of the model's (one shard of a sharded checkpoint) or none (a pretrained checkpoint to
+    fine-tune from) loads as before; shapes that differ fail in torch's own check."""
     incoming = {k[len(prefix):] for k in state_dict if k.startswith(prefix) and ".localnmt." in k}
     if not incoming:
         return
     own = {k for k in module.state_dict() if ".localnmt." in k}
-    if incoming != own:
-        extra, lacking = sorted(incoming - own), sorted(own - incoming)
+    extra = sorted(incoming - own)
+    if extra:
         error_msgs.append(
-            f"localnmt: the state's method parameters are not this model's (methods "
-            f"{getattr(module.config, NAME, None)}): {len(extra)} it has not, e.g. "
-            f"{extra[:2]}; {len(lacking)} it lacks, e.g. {lacking[:2]}. A checkpoint of a model "
-            "with other localnmt specs: load it into a model with those (or "
-            "localnmt.hf.from_pretrained its folder)"
+            f"localnmt: the state has {len(extra)} method parameters this model has not (e.g. "
+            f"{extra[:2]}; this model's methods: {getattr(module.config, NAME, None)}): a "
+            "checkpoint of a model with other localnmt specs: load it into a model with those "
+            "(or localnmt.hf.from_pretrained its folder)"
         )
 
 

@@ -106,6 +106,10 @@ def _check_fresh(model: nn.Module) -> None:
         raise SpecError("localnmt.hf.apply: this model already has localnmt methods; build a "
                         "fresh model (or load it with localnmt.hf.from_pretrained)")  # fmt: skip
     recorded = getattr(model.config, NAME, None)
+    if isinstance(recorded, dict) and not any(recorded.values()):
+        raise SpecError("localnmt.hf.apply: this model went through localnmt.hf.apply with no "
+                        "method at any site already; build a fresh model to give it "
+                        "methods")  # fmt: skip
     if recorded is not None:
         raise SpecError(f"localnmt.hf.apply: this model's config records localnmt methods "
                         f"(config.localnmt = {recorded}) but the model has none: it was built "

@@ -162,6 +162,9 @@ def test_a_model_built_from_a_changed_config_is_refused() -> None:
         localnmt.hf.apply(type(model)(model.config), cross="gmm[k=2]")
     with pytest.raises(SpecError, match="already has localnmt methods"):
         localnmt.hf.apply(model, cross="gmm[k=2]")
+    plain = localnmt.hf.apply(tiny_model())  # no method anywhere: the baseline, on SDPA
+    with pytest.raises(SpecError, match="with no method at any site already"):
+        localnmt.hf.apply(plain, cross="gmm[k=2]")
 
 
 def test_from_pretrained_leaves_a_given_config_alone(tmp_path) -> None:

@@ -105,7 +105,7 @@ setup(
     extras_require={
         "dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4"],
         # localnmt.hf (docs/huggingface.md); the range is localnmt.hf.versions.REQUIREMENT,
-        # tested with 4.53.0 and 5.24.0; accelerate for transformers' Trainer
+        # tested with 4.53.0, 5.24.0 and 5.25.0; accelerate for transformers' Trainer
         "hf": ["transformers>=4.53,<6", "accelerate>=0.26"],
     },
     entry_points={

@@ -17,14 +17,13 @@ import torch
 
 from localnmt.check.check_results import FAIL, PASS, SKIP, CheckResult
 from localnmt.check.environment import format_transformers, transformers_status
+from localnmt.check.selftest import LOSS_FALL
 
 SECTION = "transformers"
 #: a method at every site, with learned parameters and decoding state
 SPECS = {"encoder_self": "localness[window=query] + rel_pos[clip=3]",
          "decoder_self": "csan_1d[window=3]", "cross": "gmm[k=2]"}  # fmt: skip
 PAD, EOS, START, VOCAB = 0, 1, 0, 40
-#: a falling loss: the last of the updates at most this fraction of the first
-LOSS_FALL = 0.9
 
 
 def _result(name: str, check: Callable[[], tuple[bool, str]]) -> CheckResult:

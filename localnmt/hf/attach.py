@@ -71,7 +71,7 @@ def _on_load(model: nn.Module, hook: Any) -> None:
     public = getattr(model, "register_load_state_dict_pre_hook", None)
     if callable(public):
         public(hook)
-    else:  # torch before 2.4
+    else:  # older torch (2.1 has only the private one; it raises error_msgs as well)
         model._register_load_state_dict_pre_hook(hook, with_module=True)
 
 

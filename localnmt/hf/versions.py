@@ -3,7 +3,7 @@
 The lower bound is the first release whose MarianMT, BART / mBART and M2M100 / NLLB attention
 layers dispatch through ``transformers.AttentionInterface`` (4.53.0: the registry itself came
 in 4.48, but these models called their own eager / SDPA code until 4.53). The upper bound is
-the next major release, whose interfaces nobody has seen. Tested: 4.53.0 and 5.24.0.
+the next major release, whose interfaces nobody has seen. Tested: 4.53.0, 5.24.0 and 5.25.0.
 
 T5, mT5 and UMT5 need more: :data:`T5_DISPATCH`, the first release whose T5 attention calls
 the attention function with its relative position bias (``position_bias=``) instead of
@@ -21,7 +21,7 @@ from localnmt.errors import UsageError
 REQUIREMENT = "transformers>=4.53,<6"
 OLDEST = (4, 53)
 BEYOND = (6, 0)
-TESTED = ("4.53.0", "5.24.0")
+TESTED = ("4.53.0", "5.24.0", "5.25.0")
 T5_DISPATCH = "5.15.0"
 
 
@@ -39,7 +39,7 @@ def check_version(version: str) -> None:
     """Raise one line saying what to install when ``version`` is outside the range."""
     if not OLDEST <= release(version) < BEYOND:
         raise TransformersVersionError(
-            f"localnmt.hf needs {REQUIREMENT} (tested {' and '.join(TESTED)}), found "
+            f"localnmt.hf needs {REQUIREMENT} (tested {', '.join(TESTED)}), found "
             f"transformers {version}: pip install 'localnmt[hf]'"
         )
 

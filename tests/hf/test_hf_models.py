@@ -289,6 +289,27 @@ def test_resuming_from_a_checkpoint_of_other_specs_is_refused(tmp_path) -> None:
     local_model().load_state_dict(part, strict=False)
 
 
+def test_the_load_check_registers_where_torch_has_only_the_private_hook() -> None:
+    """torch 2.1 has no public register_load_state_dict_pre_hook: the private registration
+    runs the same check, and its error stops a non-strict load too."""
+    from localnmt.hf.attach import _on_load
+
+    class OlderTorch(torch.nn.Linear):
+        register_load_state_dict_pre_hook = None
+
+    seen = []
+
+    def hook(module, state_dict, prefix, metadata, strict, missing, unexpected, errors):
+        seen.append(module)
+        errors.append("refused")
+
+    layer = OlderTorch(2, 2)
+    _on_load(layer, hook)
+    with pytest.raises(RuntimeError, match="refused"):
+        layer.load_state_dict(torch.nn.Linear(2, 2).state_dict(), strict=False)
+    assert seen == [layer]
+
+
 @pytest.mark.parametrize("family", ["bart", "mbart", "m2m_100"])
 def test_other_families(family: str) -> None:
     model = local_model(family)

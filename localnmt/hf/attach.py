@@ -26,7 +26,7 @@ from localnmt.attention.modifier import SpecError
 from localnmt.attention.pipeline import LocalAttention
 from localnmt.attention.spec import check_spec
 from localnmt.errors import CheckpointError
-from localnmt.hf.attention import NAME, register, remember_call
+from localnmt.hf.attention import NAME, check_dispatch, register, remember_call
 from localnmt.hf.sites import SITES, HFSite, attention_sites
 from localnmt.hf.versions import require_transformers
 
@@ -194,9 +194,10 @@ def _attach(site: HFSite, attention: LocalAttention) -> None:
         delattr(attention, name)
     module.localnmt = attention
     if site.kind == "cross" or any(m.reads_layer_input for m in attention.modifiers):
-        # the layer input (BLOCK's gate) and the cache (cross-attention's decoding state);
-        # a layer that reads neither is called without a hook
+        # the layer input (BLOCK's gate) and the cache (cross-attention's decoding state)
         module.register_forward_pre_hook(remember_call, with_kwargs=True)
+    else:
+        module.register_forward_pre_hook(check_dispatch, with_kwargs=True)
 
 
 def _max_positions(model: nn.Module) -> int:
@@ -230,12 +231,18 @@ def from_pretrained(cls: Any, folder: str | Path, *, dtype: Any = None,
     (copied, not changed). Other keyword arguments override fields of the saved config
     (``dropout=0.1``) or are transformers' options for reading it (``revision``,
     ``cache_dir`` …); anything else is one ``TypeError`` (a misspelt field would otherwise
-    be dropped without a word)."""
+    be dropped without a word), as is an ``attn_implementation`` other than ``"localnmt"``."""
     require_transformers()
     register()
     if "torch_dtype" in kwargs:
         older = kwargs.pop("torch_dtype")
         dtype = older if dtype is None else dtype
+    implementation = kwargs.pop("attn_implementation", NAME)
+    if implementation != NAME:
+        raise TypeError(f"localnmt.hf.from_pretrained: attn_implementation={implementation!r}: "
+                        f"the methods run through the {NAME!r} attention function, and the "
+                        "layers without a method use transformers' SDPA already; leave it "
+                        "out")  # fmt: skip
     given = kwargs.pop("config", None)
     if given is not None:
         if kwargs:

@@ -102,15 +102,18 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
 
 def test_only_layers_that_read_the_input_or_the_cache_carry_the_pre_hook() -> None:
     """The pre-hook keeps the layer input (BLOCK's gate) and the decoding cache
-    (cross-attention's state); a self-attention layer that reads neither runs without a hook,
-    and gives the same numbers as with one."""
-    from localnmt.hf.attention import remember_call
+    (cross-attention's state); a self-attention layer that reads neither runs without it (only
+    the dispatch check), and gives the same numbers as with it."""
+    from localnmt.hf.attention import check_dispatch, remember_call
     from localnmt.hf.sites import attention_sites
 
     model = local_model()
     hooked = {s.kind: remember_call in s.module._forward_pre_hooks.values()
               for s in attention_sites(model)}  # fmt: skip
     assert hooked == {"encoder_self": True, "decoder_self": False, "cross": True}
+    checked = {s.kind: check_dispatch in s.module._forward_pre_hooks.values()
+               for s in attention_sites(model)}  # fmt: skip
+    assert checked == {"encoder_self": False, "decoder_self": True, "cross": False}
     ids, mask = source_batch()
     model.eval()
     with torch.no_grad():
@@ -121,6 +124,30 @@ def test_only_layers_that_read_the_input_or_the_cache_carry_the_pre_hook() -> No
         hooked_logits = model(input_ids=ids, attention_mask=mask,
                               decoder_input_ids=TARGETS).logits  # fmt: skip
     torch.testing.assert_close(plain, hooked_logits, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("site", ["encoder_self", "decoder_self", "cross"])
+def test_switching_the_attention_implementation_away_is_refused(site: str) -> None:
+    """After apply, another attention implementation (``set_attn_implementation("sdpa")``,
+    or the config field itself before transformers 4.54) would run plain attention with the
+    methods' parameters still in the model: every layer with methods refuses it in one line,
+    and switching back gives the model's own numbers again."""
+    model = local_model(specs={site: SPECS[site]})
+    ids, mask = source_batch()
+    run = lambda: model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS).logits  # noqa: E731
+    with torch.no_grad():
+        before = run()
+        model.config._attn_implementation = "sdpa"
+        with pytest.raises(RuntimeError, match="implementation is now 'sdpa'.*set_attn_impl"):
+            run()
+        model.config._attn_implementation = "localnmt"
+        torch.testing.assert_close(run(), before, atol=0, rtol=0)
+        if callable(getattr(model, "set_attn_implementation", None)):
+            model.set_attn_implementation("eager")
+            with pytest.raises(RuntimeError, match="implementation is now 'eager'"):
+                model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=3)
+            model.set_attn_implementation("localnmt")
+            torch.testing.assert_close(run(), before, atol=0, rtol=0)
 
 
 def test_save_and_from_pretrained_restore_the_same_model(tmp_path) -> None:
@@ -200,6 +227,9 @@ def test_from_pretrained_takes_a_dtype_and_config_fields_and_refuses_the_rest(tm
         load(cls, tmp_path / "f32", device_map="cpu")
     with pytest.raises(TypeError, match="dtype must be"):
         load(cls, tmp_path / "f32", dtype="bf16")
+    with pytest.raises(TypeError, match="attn_implementation='sdpa'.*methods run through"):
+        load(cls, tmp_path / "f32", attn_implementation="sdpa")
+    assert load(cls, tmp_path / "f32", attn_implementation="localnmt").config.dropout == 0.0
     with pytest.raises(TypeError, match="beside config="):
         load(cls, tmp_path / "f32", config=model.config, dropout=0.25)
 

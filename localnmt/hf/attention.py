@@ -16,6 +16,7 @@ real key, also in a causal mask) and takes the causal triangle from the site.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any
 
@@ -90,6 +91,8 @@ def localnmt_attention(
                        dropout=dropout, **kwargs)  # fmt: skip
     if kwargs.get("head_mask") is not None:
         raise ValueError("localnmt attention does not take head_mask")
+    if module.training and "_localnmt_trained" not in attention.__dict__:
+        warn_if_frozen(attention)
     calls = module.__dict__
     hidden, cache = calls.get("_localnmt_call", (None, None))
     calls["_localnmt_call"] = (None, None)  # do not keep the activation past this call
@@ -109,6 +112,27 @@ def localnmt_attention(
         query_offset=query_offset, need_weights=need_weights,
     )  # fmt: skip
     return out.transpose(1, 2), weights
+
+
+def warn_if_frozen(attention: LocalAttention) -> None:
+    """Once per layer, at its first forward in training mode: warn where the methods' own
+    parameters do not require grad. They are new (random) on a pretrained checkpoint, and
+    PEFT's ``get_peft_model`` freezes every parameter but its adapters', so a LoRA fine-tune
+    would keep them at their initialisation without a word. (``attention`` may be PEFT's
+    ``ModulesToSaveWrapper``, whose attributes are those of its trainable copy.)"""
+    attention.__dict__["_localnmt_trained"] = True
+    frozen = [p for m in attention.modifiers for p in m.parameters() if not p.requires_grad]
+    if not frozen:
+        return
+    site = attention.site
+    names = ", ".join(m.name for m in attention.modifiers)
+    warnings.warn(
+        f"localnmt: the parameters of the methods in {site.kind} layer {site.layer} ({names}) "
+        "do not require grad while the model trains, so they keep their initialisation. With "
+        "PEFT, give get_peft_model modules_to_save=['localnmt'] (or set requires_grad on the "
+        "parameters named '.localnmt.'); where that is intended, ignore this warning",
+        stacklevel=2,
+    )
 
 
 def _sdpa():

@@ -150,6 +150,35 @@ def test_switching_the_attention_implementation_away_is_refused(site: str) -> No
             torch.testing.assert_close(run(), before, atol=0, rtol=0)
 
 
+def test_frozen_method_parameters_in_training_are_warned_of_once() -> None:
+    """PEFT's get_peft_model freezes every parameter but its adapters': a LoRA fine-tune
+    would keep the methods' new parameters at their initialisation. The first training
+    forward of a layer whose methods' parameters do not require grad warns (once per layer);
+    trainable ones, and evaluation, say nothing."""
+    import warnings
+
+    ids, mask = source_batch()
+    model = local_model(specs={"encoder_self": "localness", "cross": SPECS["cross"]}).train()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS)
+    model = local_model(specs={"encoder_self": "localness", "cross": SPECS["cross"]})
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(".localnmt." not in name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.eval()(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.train()
+        for _ in range(2):
+            model(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS)
+    texts = [str(w.message) for w in caught if "localnmt: the parameters" in str(w.message)]
+    assert len(texts) == 4  # two encoder and two cross layers, each once
+    assert "encoder_self layer 0 (localness)" in texts[0]
+    assert "modules_to_save=['localnmt']" in texts[0]
+
+
 def test_save_and_from_pretrained_restore_the_same_model(tmp_path) -> None:
     specs = {**SPECS, "encoder_self": "tied_qk[groups=2] + localness"}
     loaded = assert_saved_and_loaded_alike(local_model(specs=specs), tmp_path)

@@ -69,6 +69,13 @@ class AttentionModifier(nn.Module):
     #: Whether a stage reads ``ctx.query_input`` (the layer input, not the projections).
     reads_layer_input: ClassVar[bool] = False
 
+    @property
+    def discards_logits(self) -> bool:
+        """Whether the layer's output does not depend on the dot-product logits (the method
+        replaces the distribution outright): the queries, keys and other methods' logit
+        terms then get no gradient (:mod:`localnmt.attention.unused`)."""
+        return False
+
     def __init__(self, options: Any, site: AttentionSite, heads: list[int] | None = None):
         super().__init__()
         self.options = options

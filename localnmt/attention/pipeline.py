@@ -51,6 +51,7 @@ from localnmt.attention.problem import (
 from localnmt.attention.problem_builder import build_problem
 from localnmt.attention.record import AttentionRecord
 from localnmt.attention.threads import one_thread_if_small
+from localnmt.attention.unused import distributed_training, keep_in_graph
 
 __all__ = ["IncrementalState", "LocalAttention"]
 
@@ -134,6 +135,15 @@ class LocalAttention(MultiheadParameters):
         if "_one" not in found:
             found["_one"] = self.modifiers[0] if len(self.modifiers) == 1 else None
         return found["_one"]
+
+    def _discards_logits(self) -> bool:
+        """Whether a modifier replaces the distribution outright (found once, as
+        :meth:`_uses`): distributed training then links q, k and the modifiers' parameters
+        to the output with zero gradients (:mod:`localnmt.attention.unused`)."""
+        found = self.__dict__.setdefault("_stage_users", {})
+        if "_discards" not in found:
+            found["_discards"] = any(m.discards_logits for m in self.modifiers)
+        return found["_discards"]
 
     def _shares_source(self) -> bool:
         """Whether this cross-attention may keep one key/value row per group of hypotheses
@@ -268,7 +278,7 @@ class LocalAttention(MultiheadParameters):
                 out = self._step_shortcut(q, k, v, key_padding_mask, state, query_offset,
                                           key_group)  # fmt: skip
                 if out is not None:
-                    return out, None
+                    return self._linked(out, q, k), None
             ctx, problem = self._problem(
                 query_input, q, k, v, key_padding_mask, attn_mask, state, query_offset,
                 key_group, fold=True,
@@ -280,7 +290,15 @@ class LocalAttention(MultiheadParameters):
                     out = out + apply_head_selection(modifier, term, 0.0)
         if self.recording:
             self.last_record = ctx.record
-        return out, probs
+        return self._linked(out, q, k), probs
+
+    def _linked(self, out: Tensor, q: Tensor, k: Tensor) -> Tensor:
+        """``out``, with q, k and the modifiers' parameters linked to it by zero gradients
+        where a modifier discards the logits in distributed training (DDP would otherwise
+        stop at their missing gradients: :mod:`localnmt.attention.unused`)."""
+        if not (self.training and self._discards_logits() and distributed_training()):
+            return out
+        return keep_in_graph(out, [q, k, *(p for m in self.modifiers for p in m.parameters())])
 
     def _problem(
         self,

@@ -181,6 +181,11 @@ class GaussianMixture(AttentionModifier):
     sites = ("cross",)
     reads_keys = False  # positions and lengths only
 
+    @property
+    def discards_logits(self) -> bool:
+        """``fusion=gmm`` (γ = β, Table 4) leaves α, and so the keys, out of the output."""
+        return self.options.fusion == "gmm"
+
     @dataclass
     class Options:
         k: int = option(4, "number of Gaussian components K")

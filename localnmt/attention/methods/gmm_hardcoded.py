@@ -11,7 +11,8 @@ by default; You et al. centre cross-attention on the source position matching th
 position), clamped to the last real source token so that long outputs keep a peaked
 distribution; σ = ``std`` = 1, the standard deviation You et al. use for every hard-coded
 head; normalised exactly over the real keys (a softmax), as an attention distribution must be.
-No parameters; the projections q/k stay in the model but receive no gradient.
+No parameters; the projections q/k stay in the model but receive no gradient (an exact zero
+one in distributed training: :mod:`localnmt.attention.unused`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class HardcodedGaussian(AttentionModifier):
     name = "hardcoded_gaussian"
     sites = ("cross",)
     reads_keys = False  # positions and lengths only
+    discards_logits = True  # the fixed distribution replaces softmax(q·k)
 
     @dataclass
     class Options:

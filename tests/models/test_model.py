@@ -182,6 +182,53 @@ def test_fairseq_transformer_checkpoint_translates_identically(tiny_data, tmp_pa
     assert state["cfg"]["model"].arch == "localnmt_base"
 
 
+def test_converting_to_a_method_adds_its_parameters_and_fine_tunes(tiny_data, tmp_path):
+    """``--set encoder_attn_modifiers=...`` on a baseline checkpoint: the methods' parameters
+    are added at a fresh model's initialisation (the same seed draws the same ones), every
+    other tensor is unchanged, the result translates and fine-tunes with
+    ``--finetune-from-model``, and it records where it came from."""
+    from localnmt.convert_checkpoint import CONVERSION_KEY, convert
+
+    spec = "localness[layers=1-2]"
+    base = testing.train(tiny_data, tmp_path / "base", "transformer", max_update=6)
+    out = tmp_path / "localness.pt"
+    added = convert(base.checkpoint, out, "localnmt_base", {"encoder_attn_modifiers": spec})
+    assert added and all(".self_attn.modifiers.0." in k for k in added)
+    before = torch.load(base.checkpoint, weights_only=False)
+    state = torch.load(out, weights_only=False)
+    assert set(state["model"]) == set(before["model"]) | set(added)
+    for key, value in before["model"].items():
+        assert torch.equal(state["model"][key], value), key
+    record = state[CONVERSION_KEY]
+    assert record["initialised"] == added and record["seed"] == 1
+    assert record["set"] == {"encoder_attn_modifiers": spec}
+    assert len(record["source_sha256"]) == 64
+    again = tmp_path / "again.pt"
+    convert(base.checkpoint, again, "localnmt_base", {"encoder_attn_modifiers": spec})
+    other = torch.load(again, weights_only=False)["model"]
+    assert all(torch.equal(other[k], state["model"][k]) for k in added)
+    weights = {k: state["model"][k] for k in added if k.endswith("w_p.weight")}
+    assert weights and all(w.abs().sum() > 0 for w in weights.values())  # drawn, not zeros
+
+    assert len(testing.generate(tiny_data, out).hypotheses) > 0
+    tuned = testing.train(tiny_data, tmp_path / "tuned", "localnmt_base", max_update=4,
+                          extra=["--encoder-attn-modifiers", spec,
+                                 "--finetune-from-model", str(out)])  # fmt: skip
+    assert len(tuned.losses) == 4
+    start = torch.load(tuned.checkpoint, weights_only=False)["model"]
+    assert set(start) == set(state["model"])
+
+
+def test_converting_to_a_method_that_replaces_projections_is_one_error(tiny_data, tmp_path):
+    from localnmt import convert_checkpoint
+
+    base = testing.train(tiny_data, tmp_path / "base", "transformer", max_update=2)
+    argv = [str(base.checkpoint), str(tmp_path / "out.pt"), "--arch", "localnmt_base",
+            "--set", "encoder_attn_modifiers=tied_qk[groups=2]"]  # fmt: skip
+    assert testing.exit_status(convert_checkpoint.main, argv) == 2
+    assert not (tmp_path / "out.pt").exists()
+
+
 def test_checkpoint_round_trip_keeps_parameters(tiny_data, tmp_path):
     from fairseq import checkpoint_utils
 

@@ -13,7 +13,10 @@ line, aligned by line. A joint SentencePiece model is trained on the training te
 is built from a ``MarianConfig`` (no download), trained with ``Seq2SeqTrainer``, saved with
 ``save_pretrained`` (reload it with :func:`localnmt.hf.from_pretrained`; its SentencePiece
 model is saved beside it), and its beam-search translations of the test set are scored with
-sacrebleu. ``OUT/score.json`` says where the score came from: the specs, the updates, the
+sacrebleu. Under ``torchrun --nproc-per-node N -m localnmt.hf.example …`` the N processes
+train together (transformers' ``Trainer``); the first one trains the SentencePiece model before
+the others read it, and alone saves, translates and scores. ``OUT/score.json`` says where the
+score came from (the processes and sentences per update among it): the specs, the updates, the
 training loss's first and last readings, whether the run learned something
 (:mod:`localnmt.evaluation.learned`) and the sha256 of every file the score depends on (the
 training and test text, the SentencePiece model, the model's weights, the hypotheses). A run
@@ -65,6 +68,13 @@ def train_sentencepiece(lines: list[str], out: Path, vocab: int):
         input=str(text), model_prefix=str(out / "spm"), vocab_size=vocab, pad_id=PAD,
         eos_id=EOS, unk_id=UNK, bos_id=-1, hard_vocab_limit=False, minloglevel=2,
     )  # fmt: skip
+    return spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+
+
+def load_sentencepiece(out: Path):
+    """The SentencePiece model :func:`train_sentencepiece` wrote to ``out``."""
+    import sentencepiece as spm
+
     return spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
 
 
@@ -133,7 +143,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--decoder-self", default="", metavar="SPEC")
     parser.add_argument("--cross", default="", metavar="SPEC")
     parser.add_argument("--steps", type=int, default=2000, help="training updates")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per update")
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="sentences per update and process (under torchrun)")  # fmt: skip
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--vocab", type=int, default=8000, help="SentencePiece vocabulary")
     parser.add_argument("--dim", type=int, default=256)
@@ -169,10 +180,7 @@ def main(argv: list[str] | None = None) -> float:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     log.info("methods: encoder_self %r, decoder_self %r, cross %r", args.encoder_self,
              args.decoder_self, args.cross)  # fmt: skip
-    sp = train_sentencepiece(train_src + train_tgt, args.out, args.vocab)
-    model = build_model(sp.get_piece_size(), args)
-    sources, targets = encode(sp, train_src, args.max_len), encode(sp, train_tgt, args.max_len)
-    rows = [{"input_ids": s, "labels": t} for s, t in zip(sources, targets)]
+    # before anything is written: under torchrun this joins the processes (one per device)
     training = Seq2SeqTrainingArguments(
         output_dir=str(args.out / "trainer"), max_steps=args.steps,
         per_device_train_batch_size=args.batch_size, learning_rate=args.lr,
@@ -180,10 +188,21 @@ def main(argv: list[str] | None = None) -> float:
         save_strategy="no", report_to=[], logging_steps=max(1, args.steps // 20),
         use_cpu=not torch.cuda.is_available(), seed=args.seed, disable_tqdm=True,
     )  # fmt: skip
+    main_process = training.process_index == 0
+    with training.main_process_first(local=False, desc="SentencePiece"):
+        # the first process trains it, the others read what it wrote
+        sp = (train_sentencepiece(train_src + train_tgt, args.out, args.vocab) if main_process
+              else load_sentencepiece(args.out))  # fmt: skip
+    model = build_model(sp.get_piece_size(), args)
+    sources, targets = encode(sp, train_src, args.max_len), encode(sp, train_tgt, args.max_len)
+    rows = [{"input_ids": s, "labels": t} for s, t in zip(sources, targets)]
     trainer = Seq2SeqTrainer(model=model, args=training, train_dataset=rows,
                              data_collator=collate)  # fmt: skip
     trainer.train()
+    if not main_process:  # the first process saves, translates and scores
+        return float("nan")
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    args.processes = training.world_size
     model.save_pretrained(args.out / "model")
     shutil.copyfile(args.out / "spm.model", args.out / "model" / "spm.model")
     hyps = translate(model, sp, test_src, args)
@@ -222,6 +241,8 @@ def score_record(args: argparse.Namespace, bleu, signature: str, losses: list[fl
         "specs": {"encoder_self": args.encoder_self, "decoder_self": args.decoder_self,
                   "cross": args.cross},
         "updates": args.steps,
+        "processes": getattr(args, "processes", 1),
+        "sentences_per_update": args.batch_size * getattr(args, "processes", 1),
         "seed": args.seed,
         "data": str(args.data),
         "sha256": {name: sha256_file(path) for name, path in {**inputs, **produced}.items()},

@@ -44,6 +44,7 @@ def test_example_trains_saves_and_scores(tmp_path, capsys) -> None:
     # which the run says instead of printing the BLEU as a result
     record = json.loads((out / "score.json").read_text())
     assert record["bleu"] == round(bleu, 2) and record["updates"] == 12
+    assert record["processes"] == 1 and record["sentences_per_update"] == 16
     assert record["specs"] == {"encoder_self": "", "decoder_self": "", "cross": "gmm[k=2]"}
     assert record["training_loss"]["readings"] >= 2 and record["signature"].startswith("nrefs:1")
     last = printed.strip().splitlines()[-1]
@@ -58,6 +59,34 @@ def test_example_trains_saves_and_scores(tmp_path, capsys) -> None:
 
     model = localnmt.hf.from_pretrained(MarianMTModel, out / "model")
     assert model.config.localnmt == {"encoder_self": "", "decoder_self": "", "cross": "gmm[k=2]"}
+
+
+def test_example_under_torchrun_trains_on_two_processes_and_scores_once(tmp_path) -> None:
+    """``torchrun --nproc-per-node 2 -m localnmt.hf.example`` (gloo on the CPU): the two
+    processes train together; the first trains the SentencePiece model before the second
+    reads it and alone saves, translates, scores and prints."""
+    import os
+    import subprocess
+    import sys
+
+    write_corpus(tmp_path)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+           "--nproc-per-node", "2", "-m", "localnmt.hf.example", "--data", str(tmp_path),
+           "--out", str(out), *TINY, "--cross", "gmm[k=2]"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = [line for line in done.stdout.splitlines()
+               if line.startswith(("BLEU ", "Did not learn"))]  # fmt: skip
+    assert len(results) == 1, done.stdout
+    record = json.loads((out / "score.json").read_text())
+    assert record["processes"] == 2 and record["sentences_per_update"] == 32
+    assert record["sha256"]["spm.model"] == sha256_file(out / "spm.model")
+    assert len((out / "test.hyp.de").read_text().splitlines()) == 8
+    from transformers import MarianMTModel
+
+    assert localnmt.hf.from_pretrained(MarianMTModel, out / "model").config.localnmt["cross"]
 
 
 def test_example_gives_the_named_methods_alone_and_localness_without_any() -> None:

@@ -91,7 +91,7 @@ def localnmt_attention(
                        dropout=dropout, **kwargs)  # fmt: skip
     if kwargs.get("head_mask") is not None:
         raise ValueError("localnmt attention does not take head_mask")
-    if module.training and "_localnmt_trained" not in attention.__dict__:
+    if module.training and torch.is_grad_enabled() and "_localnmt_trained" not in vars(attention):
         warn_if_frozen(attention)
     calls = module.__dict__
     hidden, cache = calls.get("_localnmt_call", (None, None))
@@ -115,11 +115,11 @@ def localnmt_attention(
 
 
 def warn_if_frozen(attention: LocalAttention) -> None:
-    """Once per layer, at its first forward in training mode: warn where the methods' own
-    parameters do not require grad. They are new (random) on a pretrained checkpoint, and
-    PEFT's ``get_peft_model`` freezes every parameter but its adapters', so a LoRA fine-tune
-    would keep them at their initialisation without a word. (``attention`` may be PEFT's
-    ``ModulesToSaveWrapper``, whose attributes are those of its trainable copy.)"""
+    """Once per layer, at its first forward in training mode with gradients on: warn where the
+    methods' own parameters do not require grad. They are new (random) on a pretrained
+    checkpoint, and PEFT's ``get_peft_model`` freezes every parameter but its adapters', so a
+    LoRA fine-tune would keep them at their initialisation without a word. (``attention`` may
+    be PEFT's ``ModulesToSaveWrapper``, whose attributes are those of its trainable copy.)"""
     attention.__dict__["_localnmt_trained"] = True
     frozen = [p for m in attention.modifiers for p in m.parameters() if not p.requires_grad]
     if not frozen:

@@ -168,6 +168,8 @@ def test_frozen_method_parameters_in_training_are_warned_of_once() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.eval()(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS)
+        with torch.no_grad():  # training mode without gradients: nothing trains
+            model.train()(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.train()

@@ -62,6 +62,9 @@ def apply(
     model.config.localnmt = {kind: texts[kind] for kind in SITES}
     _use_attention_function(model)
     _on_load(model, check_loaded_methods)
+    # the layers with methods, for the dispatch check (a plain list: no submodules of it)
+    model.__dict__["_localnmt_layers"] = [site.module for site, a in built if a is not None]
+    model.register_forward_pre_hook(check_dispatch)
     return model
 
 
@@ -194,10 +197,9 @@ def _attach(site: HFSite, attention: LocalAttention) -> None:
         delattr(attention, name)
     module.localnmt = attention
     if site.kind == "cross" or any(m.reads_layer_input for m in attention.modifiers):
-        # the layer input (BLOCK's gate) and the cache (cross-attention's decoding state)
+        # the layer input (BLOCK's gate) and the cache (cross-attention's decoding state);
+        # a layer that reads neither is called without a hook
         module.register_forward_pre_hook(remember_call, with_kwargs=True)
-    else:
-        module.register_forward_pre_hook(check_dispatch, with_kwargs=True)
 
 
 def _max_positions(model: nn.Module) -> int:

@@ -45,29 +45,29 @@ def register() -> None:
     AttentionMaskInterface.register(NAME, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
 
 
-def check_dispatch(module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
-    """Forward pre-hook of every layer with localnmt methods: the layer must still dispatch
-    to :data:`NAME`. ``model.set_attn_implementation("sdpa")`` (or any other name) after
-    :func:`localnmt.hf.apply` would otherwise run plain attention without a word while the
-    methods' parameters stay in the model and its config records them."""
-    config = getattr(module, "config", None)
-    implementation = getattr(config, "_attn_implementation", NAME)
-    if implementation != NAME:
-        attention = module._modules.get(NAME)
-        methods = ", ".join(m.name for m in getattr(attention, "modifiers", ()))
-        raise RuntimeError(
-            f"localnmt: this layer has localnmt methods ({methods}) but the model's attention "
-            f"implementation is now {implementation!r}, which would skip them; switch back "
-            f"with model.set_attn_implementation({NAME!r}), or build a model without "
-            "localnmt.hf.apply for plain attention"
-        )
+def check_dispatch(model: nn.Module, args: tuple) -> None:
+    """Forward pre-hook of a model :func:`localnmt.hf.apply` gave methods: each layer with
+    methods must still dispatch to :data:`NAME`. ``model.set_attn_implementation("sdpa")`` (or
+    any other name) afterwards would otherwise run plain attention without a word while the
+    methods' parameters stay in the model and its config records them. (On the model, not on
+    each layer: one check per forward, not a hook on every layer's call of every decoding
+    step.)"""
+    for layer in model.__dict__.get("_localnmt_layers", ()):
+        implementation = getattr(getattr(layer, "config", None), "_attn_implementation", NAME)
+        if implementation != NAME:
+            specs = getattr(getattr(model, "config", None), NAME, None) or {}
+            methods = "; ".join(f"{kind}: {spec}" for kind, spec in specs.items() if spec)
+            raise RuntimeError(
+                f"localnmt: this model has localnmt methods ({methods}) but its attention "
+                f"implementation is now {implementation!r}, which would skip them; switch back "
+                f"with model.set_attn_implementation({NAME!r}), or build a model without "
+                "localnmt.hf.apply for plain attention"
+            )
 
 
 def remember_call(module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
-    """Forward pre-hook of a layer with localnmt methods that read the layer input (BLOCK's
-    gate) or the decoding cache (cross-attention): :func:`check_dispatch`, then keep them for
-    the attention function."""
-    check_dispatch(module, args, kwargs)
+    """Forward pre-hook of a layer with localnmt methods: keep its input (BLOCK's gate reads
+    the layer input) and its decoding cache for the attention function."""
     hidden = args[0] if args else kwargs.get("hidden_states")
     cache = next((kwargs[n] for n in _CACHE_KWARGS if kwargs.get(n) is not None), None)
     module.__dict__["_localnmt_call"] = (hidden, cache)  # a plain attribute: no Module checks

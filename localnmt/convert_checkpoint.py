@@ -26,6 +26,7 @@ import torch
 
 from localnmt.digests import sha256_file
 from localnmt.errors import UsageError, entry_point
+from localnmt.provenance import CONVERSION_KEY
 from localnmt.safe_load import CheckpointError, load_checkpoint
 
 
@@ -36,8 +37,6 @@ def _set(ns: Any, key: str, value: Any) -> None:
         setattr(ns, key, value)
 
 
-#: the key of a converted checkpoint's record (fairseq ignores keys it does not know)
-CONVERSION_KEY = "localnmt_conversion"
 
 
 def convert(src: Path, dst: Path, arch: str, overrides: dict[str, str] | None = None,

@@ -150,6 +150,28 @@ def check_data_bin(
                 )
 
 
+#: what ``python -m localnmt.convert_checkpoint`` records in the checkpoint it writes
+CONVERSION_KEY = "localnmt_conversion"
+
+
+def untrained_methods(state: Mapping) -> list[str]:
+    """The method parameters ``convert_checkpoint`` added at their initialisation to this very
+    checkpoint (fairseq does not copy the record into the checkpoints a fine-tune writes)."""
+    found = state.get(CONVERSION_KEY)
+    return list(found.get("initialised") or []) if isinstance(found, Mapping) else []
+
+
+def check_trained(checkpoint: Path, state: Mapping, note: Note | None = note_to_stderr) -> None:
+    """A one-line ``note`` where ``checkpoint`` holds method parameters that were added by
+    ``convert_checkpoint`` and never trained: its output is not a trained model's."""
+    names = untrained_methods(state)
+    if names and note is not None:
+        note(f"note: {checkpoint}: {len(names)} method parameters were added at their "
+             f"initialisation by convert_checkpoint and never trained (e.g. {names[0]}): its "
+             "output is not that of a trained model of this configuration; fine-tune it first "
+             "(fairseq-train --finetune-from-model)")  # fmt: skip
+
+
 def same_origin(first: Path, first_state: Mapping, other: Path, other_state: Mapping) -> None:
     """Two checkpoints trained with the same dictionaries and subword models (those that
     record them); else a :class:`ProvenanceError` naming both."""

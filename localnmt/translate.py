@@ -31,7 +31,7 @@ from localnmt.data.validate import decode_lines
 from localnmt.errors import DataError, entry_point
 from localnmt.evaluation.postprocess import postprocess
 from localnmt.evaluation.scoring import read_lines
-from localnmt.provenance import check_data_bin
+from localnmt.provenance import check_data_bin, check_trained
 from localnmt.runs.model_fit import check_vocabulary, load_failure
 from localnmt.runs.options import add_options, from_options
 from localnmt.runs.run_specs import DEFAULT_DECODING, DecodeSpec
@@ -61,6 +61,7 @@ def load(data_bin: Path, checkpoint: Path, cpu: bool = False) -> Any:
     info = read_metadata(data_bin)
     check_vocabulary(Path(checkpoint), state, Path(data_bin), info.src, info.tgt)
     check_data_bin(Path(checkpoint), state, Path(data_bin), subword=True)  # another run's?
+    check_trained(Path(checkpoint), state)  # methods added by convert_checkpoint, untrained?
     del state
     try:
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(

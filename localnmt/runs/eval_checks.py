@@ -13,7 +13,7 @@ import numpy as np
 
 from localnmt.data.max_positions import DEFAULT_MAX_POSITIONS, first_too_long, too_long_message
 from localnmt.errors import DataError
-from localnmt.provenance import check_data_bin
+from localnmt.provenance import check_data_bin, check_trained
 from localnmt.runs.model_fit import check_vocabulary
 from localnmt.safe_load import load_checkpoint
 
@@ -82,6 +82,7 @@ def check_fits_model(
     state = load_checkpoint(checkpoint, mmap=True)  # quick: the tensors are not read
     check_vocabulary(Path(checkpoint), state, Path(data_bin), src, tgt)
     check_data_bin(Path(checkpoint), state, Path(data_bin))  # another run's dictionaries?
+    check_trained(Path(checkpoint), state)  # methods added by convert_checkpoint, untrained?
     model_limits = model_positions(state)
     del state
     sides = (("source", src, "--max-source-positions"), ("target", tgt, "--max-target-positions"))

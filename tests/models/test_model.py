@@ -215,8 +215,18 @@ def test_converting_to_a_method_adds_its_parameters_and_fine_tunes(tiny_data, tm
                           extra=["--encoder-attn-modifiers", spec,
                                  "--finetune-from-model", str(out)])  # fmt: skip
     assert len(tuned.losses) == 4
-    start = torch.load(tuned.checkpoint, weights_only=False)["model"]
-    assert set(start) == set(state["model"])
+    tuned_state = torch.load(tuned.checkpoint, weights_only=False)
+    assert set(tuned_state["model"]) == set(state["model"])
+    # translating the converted file itself says its methods were never trained; the
+    # fine-tuned checkpoint (fairseq writes no conversion record) says nothing
+    from localnmt import provenance
+
+    notes: list[str] = []
+    provenance.check_trained(out, state, note=notes.append)
+    provenance.check_trained(tuned.checkpoint, tuned_state, note=notes.append)
+    provenance.check_trained(base.checkpoint, before, note=notes.append)
+    assert len(notes) == 1 and f"{len(added)} method parameters" in notes[0]
+    assert "never trained" in notes[0] and str(out) in notes[0]
 
 
 def test_converting_to_a_method_that_replaces_projections_is_one_error(tiny_data, tmp_path):

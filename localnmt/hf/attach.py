@@ -27,7 +27,7 @@ from localnmt.attention.pipeline import LocalAttention
 from localnmt.attention.spec import check_spec
 from localnmt.errors import CheckpointError
 from localnmt.hf.attention import NAME, check_dispatch, register, remember_call
-from localnmt.hf.sites import SITES, HFSite, attention_sites
+from localnmt.hf.sites import SITES, HFSite, attention_sites, stack
 from localnmt.hf.versions import require_transformers
 
 #: the LocalAttention's projections, in the order of :attr:`~localnmt.hf.sites.Layout.projections`
@@ -62,10 +62,21 @@ def apply(
     model.config.localnmt = {kind: texts[kind] for kind in SITES}
     _use_attention_function(model)
     _on_load(model, check_loaded_methods)
-    # the layers with methods, for the dispatch check (a plain list: no submodules of it)
-    model.__dict__["_localnmt_layers"] = [site.module for site, a in built if a is not None]
-    model.register_forward_pre_hook(check_dispatch)
+    _check_dispatch_on_call(model, [site.module for site, a in built if a is not None],
+                            model.config.localnmt)  # fmt: skip
     return model
+
+
+def _check_dispatch_on_call(model: nn.Module, layers: list[nn.Module], specs: dict) -> None:
+    """:func:`~localnmt.hf.attention.check_dispatch` as a forward pre-hook of the encoder and
+    the decoder (once per call of each, not on every layer's call of every decoding step;
+    on the stacks rather than the model, which PEFT calls through ``forward`` directly)."""
+    parts = (stack(model, "get_encoder"), stack(model, "get_decoder"))
+    for part in {id(p): p for p in parts}.values():
+        # plain attributes: no submodules, nothing in the state_dict
+        part.__dict__["_localnmt_layers"] = layers
+        part.__dict__["_localnmt_specs"] = dict(specs)
+        part.register_forward_pre_hook(check_dispatch)
 
 
 def _on_load(model: nn.Module, hook: Any) -> None:

@@ -45,17 +45,16 @@ def register() -> None:
     AttentionMaskInterface.register(NAME, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
 
 
-def check_dispatch(model: nn.Module, args: tuple) -> None:
-    """Forward pre-hook of a model :func:`localnmt.hf.apply` gave methods: each layer with
-    methods must still dispatch to :data:`NAME`. ``model.set_attn_implementation("sdpa")`` (or
-    any other name) afterwards would otherwise run plain attention without a word while the
-    methods' parameters stay in the model and its config records them. (On the model, not on
-    each layer: one check per forward, not a hook on every layer's call of every decoding
-    step.)"""
-    for layer in model.__dict__.get("_localnmt_layers", ()):
+def check_dispatch(stack: nn.Module, args: tuple) -> None:
+    """Forward pre-hook of the encoder and decoder of a model :func:`localnmt.hf.apply` gave
+    methods: each layer with methods must still dispatch to :data:`NAME`.
+    ``model.set_attn_implementation("sdpa")`` (or any other name) afterwards would otherwise
+    run plain attention without a word while the methods' parameters stay in the model and
+    its config records them."""
+    for layer in stack.__dict__.get("_localnmt_layers", ()):
         implementation = getattr(getattr(layer, "config", None), "_attn_implementation", NAME)
         if implementation != NAME:
-            specs = getattr(getattr(model, "config", None), NAME, None) or {}
+            specs = stack.__dict__.get("_localnmt_specs") or {}
             methods = "; ".join(f"{kind}: {spec}" for kind, spec in specs.items() if spec)
             raise RuntimeError(
                 f"localnmt: this model has localnmt methods ({methods}) but its attention "

@@ -102,7 +102,7 @@ def layout_of(model: nn.Module) -> Layout:
 def attention_sites(model: nn.Module) -> list[HFSite]:
     """Every attention layer of an encoder-decoder model, encoder first."""
     layout = layout_of(model)
-    encoder, decoder = _part(model, "get_encoder"), _part(model, "get_decoder")
+    encoder, decoder = stack(model, "get_encoder"), stack(model, "get_decoder")
     names = {id(m): n for n, m in model.named_modules()}
     sites: list[HFSite] = []
     for kind, part, path in (
@@ -131,7 +131,8 @@ def _get(layer: nn.Module, path: str) -> nn.Module | None:
         return None
 
 
-def _part(model: nn.Module, getter: str) -> nn.Module:
+def stack(model: nn.Module, getter: str) -> nn.Module:
+    """The model's encoder (``getter`` ``get_encoder``) or decoder; one line where it has none."""
     get = getattr(model, getter, None)
     part = get() if callable(get) else None
     if part is None:

@@ -103,7 +103,8 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
 def test_only_layers_that_read_the_input_or_the_cache_carry_the_pre_hook() -> None:
     """The pre-hook keeps the layer input (BLOCK's gate) and the decoding cache
     (cross-attention's state); a self-attention layer that reads neither runs without a hook,
-    and gives the same numbers as with one. The dispatch check is one hook on the model."""
+    and gives the same numbers as with one. The dispatch check is one hook on the encoder
+    and one on the decoder."""
     from localnmt.hf.attention import check_dispatch, remember_call
     from localnmt.hf.sites import attention_sites
 
@@ -113,7 +114,9 @@ def test_only_layers_that_read_the_input_or_the_cache_carry_the_pre_hook() -> No
     assert hooked == {"encoder_self": True, "decoder_self": False, "cross": True}
     assert not any(s.module._forward_pre_hooks for s in attention_sites(model)
                    if s.kind == "decoder_self")  # fmt: skip
-    assert list(model._forward_pre_hooks.values()) == [check_dispatch]
+    for stack in (model.get_encoder(), model.get_decoder()):
+        assert list(stack._forward_pre_hooks.values()) == [check_dispatch]
+    assert not model._forward_pre_hooks
     ids, mask = source_batch()
     model.eval()
     with torch.no_grad():
@@ -140,6 +143,8 @@ def test_switching_the_attention_implementation_away_is_refused(site: str) -> No
         model.config._attn_implementation = "sdpa"
         with pytest.raises(RuntimeError, match="implementation is now 'sdpa'.*set_attn_impl"):
             run()
+        with pytest.raises(RuntimeError, match=f"methods \\({site}: "):  # PEFT calls forward
+            model.forward(input_ids=ids, attention_mask=mask, decoder_input_ids=TARGETS)
         model.config._attn_implementation = "localnmt"
         torch.testing.assert_close(run(), before, atol=0, rtol=0)
         if callable(getattr(model, "set_attn_implementation", None)):

@@ -163,8 +163,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 @entry_point("localnmt.hf.example")
 def main(argv: list[str] | None = None) -> float:
-    """Train, save, translate the test set and print its BLEU; returns the score."""
-    import sacrebleu
+    """Train, save, translate the test set and print its BLEU; returns the score (NaN in
+    every process but the first under torchrun)."""
     from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     from localnmt.attention.spec import parse_spec
@@ -199,10 +199,26 @@ def main(argv: list[str] | None = None) -> float:
     trainer = Seq2SeqTrainer(model=model, args=training, train_dataset=rows,
                              data_collator=collate)  # fmt: skip
     trainer.train()
-    if not main_process:  # the first process saves, translates and scores
-        return float("nan")
+    bleu = float("nan")
+    # the first process saves, translates and scores while the others wait; then every
+    # process leaves the process group together (one that exits while another still works
+    # can abort in gloo's teardown, and torchrun then stops the other)
+    with training.main_process_first(local=False, desc="saving and scoring"):
+        if main_process:
+            args.processes = training.world_size
+            bleu = save_and_score(model, sp, trainer, test_src, test_tgt, args)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    return bleu
+
+
+def save_and_score(model, sp, trainer, test_src: list[str], test_tgt: list[str],
+                   args: argparse.Namespace) -> float:  # fmt: skip
+    """Save the model (its SentencePiece model beside it), translate the test set, score it,
+    write ``score.json`` and print the result; returns the BLEU."""
+    import sacrebleu
+
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    args.processes = training.world_size
     model.save_pretrained(args.out / "model")
     shutil.copyfile(args.out / "spm.model", args.out / "model" / "spm.model")
     hyps = translate(model, sp, test_src, args)

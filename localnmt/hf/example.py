@@ -68,7 +68,7 @@ def train_sentencepiece(lines: list[str], out: Path, vocab: int):
         input=str(text), model_prefix=str(out / "spm"), vocab_size=vocab, pad_id=PAD,
         eos_id=EOS, unk_id=UNK, bos_id=-1, hard_vocab_limit=False, minloglevel=2,
     )  # fmt: skip
-    return spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+    return load_sentencepiece(out)
 
 
 def load_sentencepiece(out: Path):

@@ -103,7 +103,8 @@ setup(
         "pyyaml>=5.1",
     ],
     extras_require={
-        "dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4"],
+        # peft: tests/hf/test_peft.py (a LoRA fine-tune of a model with methods)
+        "dev": ["pytest>=7", "pytest-xdist>=3", "ruff>=0.4", "peft>=0.21"],
         # localnmt.hf (docs/huggingface.md); the range is localnmt.hf.versions.REQUIREMENT,
         # tested with 4.53.0, 5.24.0 and 5.25.0; accelerate for transformers' Trainer
         "hf": ["transformers>=4.53,<6", "accelerate>=0.26"],

@@ -83,12 +83,16 @@ def _add_method_parameters(state: dict, model_cfg: Any, seed: int, src: Path) ->
 
     from fairseq.models import build_model
 
+    from localnmt.fairseq_plugin.dictionaries import placeholder_dictionary
+
     weights = state.get("model") or {}
     rows = {side: weights.get(f"{side}.embed_tokens.weight") for side in ("encoder", "decoder")}
     if any(r is None for r in rows.values()):
         return []  # no translation model's embeddings: nothing to build (names unchanged)
-    task = SimpleNamespace(source_dictionary=_dictionary(rows["encoder"].size(0)),
-                           target_dictionary=_dictionary(rows["decoder"].size(0)))  # fmt: skip
+    task = SimpleNamespace(
+        source_dictionary=placeholder_dictionary(rows["encoder"].size(0)),
+        target_dictionary=placeholder_dictionary(rows["decoder"].size(0)),
+    )
     torch.manual_seed(seed)
     try:
         fresh = build_model(copy.deepcopy(model_cfg), task).state_dict()
@@ -117,16 +121,6 @@ def _dtype_of(weights: dict, default: torch.dtype) -> torch.dtype:
     """The floating dtype the checkpoint's weights are stored in (fp16 checkpoints too)."""
     floating = [t.dtype for t in weights.values() if torch.is_tensor(t) and t.is_floating_point()]
     return floating[0] if floating else default
-
-
-def _dictionary(size: int) -> Any:
-    """A fairseq ``Dictionary`` of ``size`` symbols (the embeddings' rows)."""
-    from fairseq.data import Dictionary
-
-    dictionary = Dictionary()
-    for i in range(size - len(dictionary)):
-        dictionary.add_symbol(f"w{i}")
-    return dictionary
 
 
 @entry_point("python -m localnmt.convert_checkpoint")

@@ -17,15 +17,6 @@ import torch
 COUNT_VOCAB = 32000
 
 
-def _dictionary(size: int):
-    from fairseq.data import Dictionary
-
-    d = Dictionary()
-    for i in range(size - len(d)):
-        d.add_symbol(f"w{i}")
-    return d
-
-
 @cache
 def count_parameters(arch: str, args: tuple[str, ...] = (), vocab: int = COUNT_VOCAB) -> int:
     """Trainable parameters (shared tensors counted once) of ``--arch arch args`` with a
@@ -34,13 +25,14 @@ def count_parameters(arch: str, args: tuple[str, ...] = (), vocab: int = COUNT_V
     from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderModel
 
     import localnmt.fairseq_plugin  # noqa: F401  (registers the models with fairseq)
+    from localnmt.fairseq_plugin.dictionaries import placeholder_dictionary
 
     model_cls = ARCH_MODEL_REGISTRY[arch]
     encoder_only = issubclass(model_cls, FairseqEncoderModel)
     parser = options.get_training_parser()
     share = [] if encoder_only else ["--share-all-embeddings"]
     ns = options.parse_args_and_arch(parser, ["/nonexistent", "--arch", arch, *share, *args])
-    dictionary = _dictionary(vocab)
+    dictionary = placeholder_dictionary(vocab)
     task = SimpleNamespace(
         source_dictionary=dictionary, target_dictionary=dictionary, max_positions=lambda: 512
     )

@@ -26,8 +26,10 @@ that did not learn is reported as such, not with its BLEU as a result.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import shutil
+import weakref
 from pathlib import Path
 
 import torch
@@ -205,17 +207,43 @@ def main(argv: list[str] | None = None) -> float:
     # can abort in gloo's teardown, and torchrun then stops the other)
     with training.main_process_first(local=False, desc="saving and scoring"):
         if main_process:
-            args.processes = training.world_size
-            bleu = save_and_score(model, sp, trainer, test_src, test_tgt, args)
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+            bleu = save_and_score(model, sp, trainer, test_src, test_tgt, args,
+                                  processes=training.world_size)
+    leave_process_group(trainer)
     return bleu
 
 
+def leave_process_group(trainer) -> None:
+    """Under torchrun, release the trainer's ``DistributedDataParallel`` wrapper, then destroy
+    the process group (a single process: nothing to do).
+
+    The order matters. With the wrapper alive, ``destroy_process_group`` drops the group's
+    registration only, and its last reference stays with the wrapper's ``Reducer``, freed when
+    ``main`` returns: that destructor holds Python's GIL while the gloo group's destructor
+    joins its worker thread, and the worker, still freeing the tensors of the last collective
+    (a barrier's earlier all-gathers), waits for the GIL. Both wait for ever (seen about once in
+    25 runs of two processes; pytorch/pytorch#56297). Freed first, the ``Reducer`` leaves the
+    group's last reference to ``destroy_process_group``, whose destructor releases the GIL."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    from torch.nn.parallel import DistributedDataParallel
+
+    wrapper = trainer.model_wrapped
+    wrapper = weakref.ref(wrapper) if isinstance(wrapper, DistributedDataParallel) else None
+    trainer.accelerator.free_memory()  # accelerate's references to the prepared model
+    trainer.model_wrapped = None  # the trainer's (the plain model stays trainer.model)
+    gc.collect()
+    if wrapper is not None and wrapper() is not None:
+        log.warning("the DistributedDataParallel wrapper is still referenced when the process "
+                    "group is destroyed: leaving it may hang (torch's gloo backend)")  # fmt: skip
+    torch.distributed.destroy_process_group()
+
+
 def save_and_score(model, sp, trainer, test_src: list[str], test_tgt: list[str],
-                   args: argparse.Namespace) -> float:  # fmt: skip
+                   args: argparse.Namespace, processes: int = 1) -> float:  # fmt: skip
     """Save the model (its SentencePiece model beside it), translate the test set, score it,
-    write ``score.json`` and print the result; returns the BLEU."""
+    write ``score.json`` and print the result; returns the BLEU. ``processes``: how many
+    trained together (torchrun)."""
     import sacrebleu
 
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
@@ -227,8 +255,9 @@ def save_and_score(model, sp, trainer, test_src: list[str], test_tgt: list[str],
     metric = sacrebleu.BLEU()
     bleu = metric.corpus_score(hyps, [test_tgt])
     took = learned(bleu.score, losses)
-    write_json(args.out / "score.json", score_record(args, bleu, str(metric.get_signature()),
-                                                     losses, took, hypotheses))  # fmt: skip
+    record = score_record(args, bleu, str(metric.get_signature()), losses, took, hypotheses,
+                          processes)  # fmt: skip
+    write_json(args.out / "score.json", record)
     if took:
         print(f"BLEU {bleu.score:.2f}  ({bleu})")
     else:
@@ -240,7 +269,7 @@ def save_and_score(model, sp, trainer, test_src: list[str], test_tgt: list[str],
 
 
 def score_record(args: argparse.Namespace, bleu, signature: str, losses: list[float],
-                 took: bool, hypotheses: Path) -> dict:  # fmt: skip
+                 took: bool, hypotheses: Path, processes: int = 1) -> dict:  # fmt: skip
     """``score.json``: the score and where it came from (see the module docstring)."""
     inputs = {f"{split}.{lang}": args.data / f"{split}.{lang}"
               for split in ("train", "test") for lang in (args.src, args.tgt)}  # fmt: skip
@@ -257,8 +286,8 @@ def score_record(args: argparse.Namespace, bleu, signature: str, losses: list[fl
         "specs": {"encoder_self": args.encoder_self, "decoder_self": args.decoder_self,
                   "cross": args.cross},
         "updates": args.steps,
-        "processes": getattr(args, "processes", 1),
-        "sentences_per_update": args.batch_size * getattr(args, "processes", 1),
+        "processes": processes,
+        "sentences_per_update": args.batch_size * processes,
         "seed": args.seed,
         "data": str(args.data),
         "sha256": {name: sha256_file(path) for name, path in {**inputs, **produced}.items()},

@@ -230,8 +230,8 @@ def leave_process_group(trainer) -> None:
 
     wrapper = trainer.model_wrapped
     wrapper = weakref.ref(wrapper) if isinstance(wrapper, DistributedDataParallel) else None
-    trainer.accelerator.free_memory()  # accelerate's references to the prepared model
-    trainer.model_wrapped = None  # the trainer's (the plain model stays trainer.model)
+    trainer.model_wrapped = None  # the wrapper's one reference (the plain model: trainer.model)
+    trainer.accelerator.free_memory()  # accelerate's (the plain model in accelerate 1.16)
     gc.collect()
     if wrapper is not None and wrapper() is not None:
         log.warning("the DistributedDataParallel wrapper is still referenced when the process "

@@ -6,6 +6,7 @@ computation of both ranks' batches. Writes ``{case: {...}}`` as JSON to ``argv[1
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import sys
 from collections.abc import Callable
@@ -115,6 +116,10 @@ def main() -> None:
     if dist.get_rank() == 0:
         with open(sys.argv[1], "w", encoding="utf-8") as f:
             json.dump(results, f)
+    # the cases' DistributedDataParallel wrappers sit in reference cycles: collected now, their
+    # Reducers do not hold the group's last reference when it is destroyed (which could
+    # deadlock on the GIL: localnmt.hf.example.leave_process_group)
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -10,7 +10,10 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
+try:
+    import peft
+except Exception as error:  # not installed, or a release that refuses this transformers
+    pytest.skip(f"peft does not import here: {error}", allow_module_level=True)
 
 from hf_models import TARGETS, randomise, source_batch, tiny_model  # noqa: E402
 

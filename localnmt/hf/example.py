@@ -221,9 +221,10 @@ def leave_process_group(trainer) -> None:
     registration only, and its last reference stays with the wrapper's ``Reducer``, freed when
     ``main`` returns: that destructor holds Python's GIL while the gloo group's destructor
     joins its worker thread, and the worker, still freeing the tensors of the last collective
-    (a barrier's earlier all-gathers), waits for the GIL. Both wait for ever (seen about once in
-    25 runs of two processes; pytorch/pytorch#56297). Freed first, the ``Reducer`` leaves the
-    group's last reference to ``destroy_process_group``, whose destructor releases the GIL."""
+    (a barrier's earlier all-gathers), waits for the GIL. Both wait for ever (2 hangs in 34
+    runs of two processes, seen with py-spy; none in 100 after; pytorch/pytorch#56297). Freed
+    first, the ``Reducer`` leaves the group's last reference to ``destroy_process_group``, whose
+    destructor releases the GIL."""
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         return
     from torch.nn.parallel import DistributedDataParallel

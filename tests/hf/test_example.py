@@ -65,7 +65,7 @@ def test_example_under_torchrun_trains_on_two_processes_and_scores_once(tmp_path
     """``torchrun --nproc-per-node 2 -m localnmt.hf.example`` (gloo on the CPU): the two
     processes train together; the first trains the SentencePiece model before the second
     reads it and alone saves, translates, scores and prints; both leave the process group
-    with nothing left holding it (what made one run in about 25 hang, see
+    with nothing left holding it (what made 2 of 34 runs hang, see
     ``example.leave_process_group``)."""
     import os
     import subprocess
